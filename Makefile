@@ -1,0 +1,32 @@
+# Everything runs from a virtual environment that `make setup` builds on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+AUTOTUNE := $(VENV)/bin/autotune
+
+.PHONY: setup demo test lint seed-study clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+# A real job on the default device (PoCL on a machine without a GPU).
+demo: setup
+	$(AUTOTUNE) devices
+	$(AUTOTUNE) study --device 0 --filter-width 3,5,9 --image-size 1024x1024
+
+test: setup
+	$(PY) -m ruff check autotune tests bench
+	$(PY) -m pytest -q
+
+lint: setup
+	$(PY) -m ruff check autotune tests bench
+
+seed-study: setup
+	$(PY) bench/seed_study.py --device 0
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

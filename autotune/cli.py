@@ -1,0 +1,254 @@
+"""The `autotune` command line: parse, call the library, print. Nothing else lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from autotune import __version__
+from autotune.errors import AutotuneError, UsageError
+
+console = Console()
+errors = Console(stderr=True)
+
+CPU_IMAGE = (2048, 2048)
+GPU_IMAGE = (4096, 4096)
+
+
+def parse_filter_widths(text: str) -> list[int]:
+    widths = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise UsageError(f"--filter-width takes a comma list of positive integers, got {text!r}")
+        width = int(part)
+        if width < 1 or width > 255:
+            raise UsageError(f"filter width must be from 1 to 255, got {width}")
+        widths.append(width)
+    return list(dict.fromkeys(widths))
+
+
+def parse_image_size(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--image-size takes WIDTHxHEIGHT, e.g. 2048x2048, got {text!r}")
+    width, height = (int(p) for p in parts)
+    if not (1 <= width <= 65536 and 1 <= height <= 65536):
+        raise UsageError(f"image size must be from 1x1 to 65536x65536, got {text!r}")
+    return width, height
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="autotune")
+def cli() -> None:
+    """JIT code generator and autotuner for OpenCL 2D image convolution."""
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def devices(as_json: bool) -> None:
+    """List every OpenCL device with its stable index."""
+    from autotune.devices import list_devices
+
+    found = list_devices()
+    if as_json:
+        _print_json([d.to_dict() for d in found])
+        return
+    if not found:
+        raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
+    table = Table(title="OpenCL devices")
+    for column in ("#", "platform", "device", "type", "CUs", "max WG", "local KiB", "const KiB"):
+        table.add_column(column)
+    for d in found:
+        table.add_row(
+            str(d.index), d.platform, d.name, d.type, str(d.compute_units),
+            str(d.max_work_group_size), str(d.local_mem_size // 1024),
+            str(d.max_constant_buffer_size // 1024),
+        )
+    console.print(table)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def space(as_json: bool) -> None:
+    """Print the knobs, their values, the constraints and the presets."""
+    from autotune.space import convolution_space
+
+    described = convolution_space().describe()
+    if as_json:
+        _print_json(described)
+        return
+    table = Table(title=f"search space {described['name']!r} ({described['points']} points before constraints)")
+    for column in ("knob", "values", "default", "meaning"):
+        table.add_column(column)
+    for name, knob in described["knobs"].items():
+        table.add_row(name, ", ".join(json.dumps(v) for v in knob["values"]),
+                      json.dumps(knob["default"]), knob["help"])
+    console.print(table)
+    console.print("[bold]constraints[/bold]")
+    for c in described["constraints"]:
+        console.print(f"  {c['rule']}  [dim]({c['reason']})[/dim]", highlight=False)
+    presets = Table(title="presets (the seed kernels)")
+    presets.add_column("preset")
+    presets.add_column("kernel")
+    presets.add_column("config")
+    for name, p in described["presets"].items():
+        presets.add_row(name, p["about"], json.dumps(p["config"]))
+    console.print(presets)
+
+
+def _config_from(preset: str | None, config_text: str | None) -> dict[str, Any]:
+    from autotune.space import convolution_space
+
+    space = convolution_space()
+    if (preset is None) == (config_text is None):
+        raise UsageError("give exactly one of --preset NAME or --config JSON")
+    if preset is not None:
+        if preset not in space.presets:
+            raise UsageError(f"unknown preset {preset!r} (presets: {', '.join(space.presets)})")
+        return dict(space.presets[preset].config)
+    assert config_text is not None
+    try:
+        if config_text.startswith("@"):
+            config_text = Path(config_text[1:]).read_text()
+        config = json.loads(config_text)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--config is not valid JSON (or @file): {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError("--config must be a JSON object of knob: value")
+    return space.complete(config)
+
+
+@cli.command()
+@click.option("--filter-width", "-f", required=True, type=int, help="Filter width F.")
+@click.option("--preset", help="A seed preset (see `autotune space`).")
+@click.option("--config", "config_text", help="Knobs as a JSON object, or @file.json.")
+@click.option("--device", "-d", "device_index", type=int, default=None,
+              help="Check device limits and record this device in the manifest.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for convolve_f<F>.cl and convolve_f<F>.json.")
+def render(filter_width: int, preset: str | None, config_text: str | None,
+           device_index: int | None, out_dir: str) -> None:
+    """Write one kernel's source and manifest, exactly as `export` does."""
+    from autotune.codegen import check_filter_width, generate
+    from autotune.devices import device_info
+    from autotune.export import write_kernel
+    from autotune.space import convolution_space
+
+    check_filter_width(filter_width)
+    config = _config_from(preset, config_text)
+    device = device_info(device_index) if device_index is not None else None
+    if device is not None:
+        reasons = convolution_space().violations(config, filter_width, device)
+        if reasons:
+            raise UsageError(f"invalid configuration for {device.name}: {reasons[0]}")
+    variant = generate(config, filter_width)
+    try:
+        source_path, manifest_path = write_kernel(variant, out_dir, device)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {source_path} and {manifest_path}")
+
+
+@cli.command()
+@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option("--filter-width", "-f", "widths_text", default="3,5,7,9,11,17,33", show_default=True,
+              help="Comma list of filter widths.")
+@click.option("--image-size", "-s", "size_text", default=None,
+              help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].")
+@click.option("--preset", "presets", multiple=True, help="Only these presets (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def study(device_index: int, widths_text: str, size_text: str | None,
+          presets: tuple[str, ...], seed: int, as_json: bool) -> None:
+    """Time every seed kernel per filter width: what each optimisation gives here."""
+    from rich.progress import Progress
+
+    from autotune.devices import device_info
+    from autotune.space import convolution_space
+    from autotune.study import run_study, speedups
+
+    widths = parse_filter_widths(widths_text)
+    device = device_info(device_index)
+    size = parse_image_size(size_text) if size_text else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    known = convolution_space().presets
+    for name in presets:
+        if name not in known:
+            raise UsageError(f"unknown preset {name!r} (presets: {', '.join(known)})")
+    names = list(presets) or list(known)
+    for width in widths:
+        if width > min(size):
+            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
+    with Progress(console=errors, transient=True, disable=as_json) as progress:
+        task = progress.add_task(f"{device.name}", total=len(widths) * len(names))
+        rows = run_study(device_index, widths, size, names, seed=seed,
+                         on_row=lambda row: progress.advance(task))
+    gains = speedups(rows)
+    if as_json:
+        _print_json({
+            "device": device.to_dict(), "image_size": list(size),
+            "rows": [{"filter_width": r.filter_width, "preset": r.preset,
+                      **r.measurement.to_dict(), "gflops": r.gflops,
+                      "speedup": gains.get((r.filter_width, r.preset))} for r in rows],
+        })
+        return
+    table = Table(title=f"seed study on {device.name}, {size[0]}x{size[1]} output: median ms (speed-up over baseline)")
+    table.add_column("preset")
+    for width in widths:
+        table.add_column(f"F={width}", justify="right")
+    for name in names:
+        cells = []
+        for width in widths:
+            row = next(r for r in rows if r.filter_width == width and r.preset == name)
+            m = row.measurement
+            cells.append(f"{m.time_ms:.3f} ({gains.get((width, name), 0):.2f}x)" if m.ok else m.status.value)
+        table.add_row(name, *cells)
+    console.print(table)
+    failures = [r for r in rows if not r.measurement.ok]
+    for r in failures:
+        errors.print(f"F={r.filter_width} {r.preset}: {r.measurement.status.value}: {r.measurement.error}",
+                     highlight=False, markup=False)
+
+
+def _fail(message: str) -> None:
+    first = " ".join(message.split())
+    click.echo(f"autotune: error: {first}", err=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; every failure is one line on stderr and an exit code."""
+    try:
+        result = cli.main(args=argv, prog_name="autotune", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        errors.print("autotune: interrupted", highlight=False)
+        return 130
+    except click.UsageError as exc:
+        message = exc.format_message().replace("\n", " ")
+        _fail(message)
+        return 2
+    except click.ClickException as exc:
+        _fail(exc.format_message())
+        return exc.exit_code
+    except AutotuneError as exc:
+        _fail(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        errors.print("autotune: interrupted", highlight=False)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Code generation: a pure function from (config, filter width) to a runnable kernel.
+
+The same KernelVariant feeds the measuring worker, `autotune render` and exported
+kernels, so what is timed is byte for byte what users get.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import jinja2
+
+from autotune.errors import UsageError
+from autotune.resources import resource_path
+from autotune.space import Config, SearchSpace, convolution_space
+
+KERNEL_NAME = "convolve"
+MAX_FILTER_WIDTH = 255
+
+_environment: jinja2.Environment | None = None
+
+
+def _template() -> jinja2.Template:
+    global _environment
+    if _environment is None:
+        _environment = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(resource_path("templates", "convolve.cl.j2").parent),
+            trim_blocks=True,
+            lstrip_blocks=True,
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+        )
+    return _environment.get_template("convolve.cl.j2")
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """Source plus everything a host needs to build and launch it."""
+
+    source: str
+    filter_width: int
+    local_size: tuple[int, int]
+    work_per_item: tuple[int, int]
+    build_options: tuple[str, ...] = ()
+    kernel_name: str = KERNEL_NAME
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def global_size(self, out_width: int, out_height: int) -> tuple[int, int]:
+        sizes = []
+        for out, work, local in zip(
+            (out_width, out_height), self.work_per_item, self.local_size, strict=True
+        ):
+            items = -(-out // work)
+            sizes.append(-(-items // local) * local)
+        return (sizes[0], sizes[1])
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["local_size"] = list(self.local_size)
+        data["work_per_item"] = list(self.work_per_item)
+        data["build_options"] = list(self.build_options)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelVariant:
+        return cls(
+            source=data["source"],
+            filter_width=int(data["filter_width"]),
+            local_size=tuple(data["local_size"]),  # type: ignore[arg-type]
+            work_per_item=tuple(data["work_per_item"]),  # type: ignore[arg-type]
+            build_options=tuple(data.get("build_options", ())),
+            kernel_name=data.get("kernel_name", KERNEL_NAME),
+            config=dict(data.get("config", {})),
+        )
+
+
+def check_filter_width(filter_width: object) -> int:
+    if type(filter_width) is not int or not 1 <= filter_width <= MAX_FILTER_WIDTH:
+        raise UsageError(
+            f"filter width must be an integer from 1 to {MAX_FILTER_WIDTH}, got {filter_width!r}"
+        )
+    return filter_width
+
+
+def generate(
+    config: Config, filter_width: int, space: SearchSpace | None = None
+) -> KernelVariant:
+    """Render one point of the space; raises UsageError for a point that cannot exist."""
+    space = space or convolution_space()
+    filter_width = check_filter_width(filter_width)
+    config = space.complete(config)
+    reasons = space.violations(config, filter_width)
+    if reasons:
+        raise UsageError(f"invalid configuration: {reasons[0]}")
+    filter_type = (
+        "__constant float" if config["filter_space"] == "constant" else "__global const float"
+    )
+    source = _template().render(
+        config_json=json.dumps(config, sort_keys=True),
+        kernel_name=KERNEL_NAME,
+        filter_width=filter_width,
+        define=config["filter_mode"] == "define",
+        filter_type=filter_type,
+        unroll=config["unroll"],
+        vector=config["vector"],
+        lx=config["local_x"],
+        ly=config["local_y"],
+        wx=config["work_x"],
+        wy=config["work_y"],
+        cache_local=config["cache_local"],
+    )
+    return KernelVariant(
+        source=source,
+        filter_width=filter_width,
+        local_size=(int(config["local_x"]), int(config["local_y"])),
+        work_per_item=(int(config["work_x"]), int(config["work_y"])),
+        build_options=(),
+        config=dict(config),
+    )

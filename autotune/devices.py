@@ -1,0 +1,133 @@
+"""OpenCL device discovery with a stable numbering.
+
+Devices are numbered 0..N-1 after sorting by (platform name, platform version, device
+name, position in platform), so the numbers do not depend on the order in which the
+ICD loader happens to read its vendor files. The same driver registered twice (pip's
+PoCL and Debian's PoCL, say) shows up once: the first of the identical entries wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from autotune.errors import AutotuneError, UsageError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    platform: str
+    platform_version: str
+    name: str
+    vendor: str
+    driver_version: str
+    type: str
+    compute_units: int
+    max_clock_mhz: int
+    max_work_group_size: int
+    max_work_item_sizes: tuple[int, ...]
+    local_mem_size: int
+    max_constant_buffer_size: int
+    global_mem_size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["max_work_item_sizes"] = list(self.max_work_item_sizes)
+        return data
+
+    @property
+    def fingerprint(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "vendor": self.vendor,
+            "driver": self.driver_version,
+            "platform": self.platform,
+        }
+
+    @property
+    def is_cpu(self) -> bool:
+        return "CPU" in self.type.split("|")
+
+
+def _opencl_devices() -> list[tuple[Any, Any]]:
+    import pyopencl as cl
+
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:  # no ICD at all: an empty list, not a crash
+        if "PLATFORM_NOT_FOUND" in str(exc):
+            return []
+        raise AutotuneError(f"cannot list OpenCL platforms: {exc}") from exc
+    found = []
+    for platform in platforms:
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for position, device in enumerate(devices):
+            key = (platform.name, platform.version, device.name, position)
+            found.append((key, platform, device))
+    found.sort(key=lambda item: item[0])
+    unique: list[tuple[Any, Any]] = []
+    seen = set()
+    for _, platform, device in found:
+        identity = (platform.name, platform.version, device.name, device.driver_version,
+                    device.vendor, device.max_compute_units)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        unique.append((platform, device))
+    return unique
+
+
+def _device_type(bits: int) -> str:
+    import pyopencl as cl
+
+    kinds = [("GPU", cl.device_type.GPU), ("CPU", cl.device_type.CPU),
+             ("ACCELERATOR", cl.device_type.ACCELERATOR)]
+    names = [name for name, bit in kinds if bits & bit]
+    return "|".join(names) or "CUSTOM"
+
+
+def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
+    import pyopencl as cl
+
+    return DeviceInfo(
+        index=index,
+        platform=platform.name.strip(),
+        platform_version=platform.version.strip(),
+        name=device.name.strip(),
+        vendor=device.vendor.strip(),
+        driver_version=device.driver_version.strip(),
+        type=_device_type(int(device.type)),
+        compute_units=int(device.max_compute_units),
+        max_clock_mhz=int(device.max_clock_frequency),
+        max_work_group_size=int(device.max_work_group_size),
+        max_work_item_sizes=tuple(int(s) for s in device.max_work_item_sizes),
+        local_mem_size=int(device.local_mem_size),
+        max_constant_buffer_size=int(device.max_constant_buffer_size),
+        global_mem_size=int(device.global_mem_size),
+    )
+
+
+def list_devices() -> list[DeviceInfo]:
+    return [_info(i, p, d) for i, (p, d) in enumerate(_opencl_devices())]
+
+
+def open_device(index: int) -> tuple[DeviceInfo, Any]:
+    """The DeviceInfo and pyopencl device for a stable index."""
+    devices = _opencl_devices()
+    if not devices:
+        raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
+    if type(index) is not int or not 0 <= index < len(devices):
+        raise UsageError(
+            f"unknown device {index!r}: {len(devices)} device(s), numbered 0..{len(devices) - 1}"
+            " (see `autotune devices`)"
+        )
+    platform, device = devices[index]
+    return _info(index, platform, device), device
+
+
+def device_info(index: int) -> DeviceInfo:
+    return open_device(index)[0]

@@ -1,0 +1,72 @@
+"""The NumPy reference every kernel is checked against, and the problem's data."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One tuning problem: a filter width and an output size, with seeded data."""
+
+    filter_width: int
+    out_width: int
+    out_height: int
+    seed: int = 0
+
+    @property
+    def in_width(self) -> int:
+        return self.out_width + self.filter_width - 1
+
+    @property
+    def in_height(self) -> int:
+        return self.out_height + self.filter_width - 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.filter_width**2 * self.out_width * self.out_height
+
+    @property
+    def min_bytes(self) -> int:
+        """Bytes a kernel must move at least: read the input once, write the output."""
+        return 4 * (self.in_width * self.in_height + self.out_width * self.out_height)
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def data(self) -> tuple[np.ndarray, np.ndarray]:
+        """Seeded input image and filter, uniform in [-1, 1)."""
+        rng = np.random.default_rng(self.seed)
+        image = rng.uniform(-1, 1, (self.in_height, self.in_width)).astype(np.float32)
+        filt = rng.uniform(-1, 1, (self.filter_width, self.filter_width)).astype(np.float32)
+        return image, filt
+
+
+def correlate_valid(image: np.ndarray, filt: np.ndarray) -> np.ndarray:
+    """'valid' 2D correlation in float64 (no filter flip), as the kernels compute it."""
+    image = np.asarray(image, dtype=np.float64)
+    filt = np.asarray(filt, dtype=np.float64)
+    f = filt.shape[0]
+    out_h, out_w = image.shape[0] - f + 1, image.shape[1] - f + 1
+    if f * f * out_h * out_w <= 20_000_000:
+        out = np.zeros((out_h, out_w))
+        for r in range(f):
+            for c in range(f):
+                out += filt[r, c] * image[r : r + out_h, c : c + out_w]
+        return out
+    # Large problems: circular convolution with the flipped filter; the 'valid'
+    # region is untouched by the wrap-around.
+    kernel = np.zeros_like(image)
+    kernel[:f, :f] = filt[::-1, ::-1]
+    full = np.fft.irfft2(np.fft.rfft2(image) * np.fft.rfft2(kernel), s=image.shape)
+    return full[f - 1 :, f - 1 :]
+
+
+def tolerance(image: np.ndarray, filt: np.ndarray) -> float:
+    """A bound on float32 rounding for sums of F*F products (recursive summation)."""
+    terms = filt.size + 1
+    return terms * FLOAT32_EPS * float(np.abs(filt).sum()) * float(np.abs(image).max()) + 1e-30

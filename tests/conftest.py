@@ -1,0 +1,34 @@
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autotune.evaluate import Evaluator
+from autotune.worker import TimingPolicy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Tests time nothing: one timed run is enough to prove the timing path works.
+FAST = TimingPolicy(min_runs=1, min_time_s=0.0, max_runs=2, max_time_s=0.5)
+
+
+@pytest.fixture(scope="session")
+def evaluator() -> Iterator[Evaluator]:
+    with Evaluator(0, policy=FAST, timeout_s=60) as ev:
+        yield ev
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The real CLI in a subprocess, as a user runs it."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["COLUMNS"] = "200"
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout,
+    )

@@ -1,0 +1,64 @@
+"""Run a kernel the way a third-party host would: plain pyopencl, the manifest's
+launch rule, no code from the autotune package."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyopencl as cl
+
+_context: cl.Context | None = None
+_queue: cl.CommandQueue | None = None
+
+
+def _opencl() -> tuple[cl.Context, cl.CommandQueue]:
+    global _context, _queue
+    if _context is None:
+        platform = next(p for p in cl.get_platforms() if "Portable" in p.name)
+        _context = cl.Context(platform.get_devices()[:1])
+        _queue = cl.CommandQueue(_context)
+    assert _queue is not None
+    return _context, _queue
+
+
+def run_kernel(
+    source: str,
+    kernel_name: str,
+    build_options: Sequence[str],
+    local_size: Sequence[int],
+    work_per_item: Sequence[int],
+    image: np.ndarray,
+    filt: np.ndarray,
+) -> np.ndarray:
+    context, queue = _opencl()
+    image = np.ascontiguousarray(image, dtype=np.float32)
+    filt = np.ascontiguousarray(filt, dtype=np.float32)
+    f = filt.shape[0]
+    out_h, out_w = image.shape[0] - f + 1, image.shape[1] - f + 1
+    mf = cl.mem_flags
+    program = cl.Program(context, source).build(options=list(build_options))
+    kernel = cl.Kernel(program, kernel_name)
+    input_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image)
+    filter_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=filt)
+    output = np.full((out_h, out_w), np.nan, dtype=np.float32)
+    output_buf = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
+    global_size = []
+    for out, work, local in zip((out_w, out_h), work_per_item, local_size, strict=True):
+        items = -(-out // work)
+        global_size.append(-(-items // local) * local)
+    kernel(queue, tuple(global_size), tuple(local_size), input_buf, filter_buf, output_buf,
+           np.int32(image.shape[1]), np.int32(out_w), np.int32(out_h), np.int32(f))
+    cl.enqueue_copy(queue, output, output_buf)
+    queue.finish()
+    return output
+
+
+def scipy_valid(image: np.ndarray, filt: np.ndarray) -> np.ndarray:
+    """'valid' correlation through scipy.ndimage, an implementation independent of ours."""
+    from scipy import ndimage
+
+    f = filt.shape[0]
+    full = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode="constant")
+    c = f // 2
+    return full[c : c + image.shape[0] - f + 1, c : c + image.shape[1] - f + 1]

@@ -1,0 +1,120 @@
+"""The real CLI in a subprocess: what users see, including on bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from autotune.codegen import generate
+from autotune.space import convolution_space
+from tests.conftest import run_cli
+from tests.opencl_runner import run_kernel, scipy_valid
+
+
+def test_devices_json_lists_pocl_with_limits():
+    result = run_cli("devices", "--json")
+    assert result.returncode == 0, result.stderr
+    devices = json.loads(result.stdout)
+    assert [d["index"] for d in devices] == list(range(len(devices)))
+    pocl = next(d for d in devices if "Portable" in d["platform"])
+    for key in ("platform", "name", "vendor", "type", "compute_units", "max_work_group_size",
+                "local_mem_size", "max_constant_buffer_size", "driver_version"):
+        assert key in pocl
+    assert pocl["type"] == "CPU"
+    table = run_cli("devices")
+    assert table.returncode == 0 and "Portable" in table.stdout
+
+
+def test_space_json_matches_the_declaration():
+    result = run_cli("space", "--json")
+    assert result.returncode == 0, result.stderr
+    described = json.loads(result.stdout)
+    space = convolution_space()
+    assert list(described["knobs"]) == list(space.knobs)
+    assert set(described["presets"]) == set(space.presets)
+    assert described["constraints"] and described["points"] == space.points()
+    assert run_cli("space").returncode == 0
+
+
+def test_render_writes_what_a_host_needs(tmp_path):
+    result = run_cli("render", "--filter-width", "7", "--preset", "float4", "--out", str(tmp_path), "-d", "0")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "convolve_f7.json").read_text())
+    source = (tmp_path / manifest["source"]).read_text()
+    assert source == generate(convolution_space().presets["float4"].config, 7).source
+    for key in ("kernel_name", "build_options", "local_size", "work_per_item", "filter_width",
+                "config", "device", "image_size", "time_ms", "gflops"):
+        assert key in manifest
+    assert manifest["device"]["platform"].startswith("Portable")
+    # A host that knows only the manifest can run it at any size.
+    rng = np.random.default_rng(5)
+    image = rng.uniform(-1, 1, (40, 29)).astype(np.float32)
+    filt = rng.uniform(-1, 1, (7, 7)).astype(np.float32)
+    out = run_kernel(source, manifest["kernel_name"], manifest["build_options"],
+                     manifest["local_size"], manifest["work_per_item"], image, filt)
+    np.testing.assert_allclose(out, scipy_valid(image, filt), atol=1e-4)
+
+
+def test_render_from_config_json(tmp_path):
+    config = json.dumps({"filter_mode": "define", "work_x": 4, "work_y": 2, "unroll": "full"})
+    result = run_cli("render", "-f", "3", "--config", config, "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "convolve_f3.json").read_text())
+    assert manifest["work_per_item"] == [4, 2] and manifest["device"] is None
+
+
+def test_study_runs_on_pocl():
+    result = run_cli("study", "-d", "0", "-f", "3", "-s", "64x48", "--preset", "baseline",
+                     "--preset", "local", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert {r["preset"] for r in rows} == {"baseline", "local"}
+    assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in rows)
+
+
+BAD_INPUT = [
+    (["render", "-f", "0", "--preset", "baseline", "--out", "{tmp}"], "filter width"),
+    (["render", "-f", "-3", "--preset", "baseline", "--out", "{tmp}"], "filter width"),
+    (["render", "-f", "abc", "--preset", "baseline", "--out", "{tmp}"], "abc"),
+    (["render", "-f", "5", "--preset", "nope", "--out", "{tmp}"], "unknown preset"),
+    (["render", "-f", "5", "--out", "{tmp}"], "exactly one of"),
+    (["render", "-f", "5", "--config", '{"colour": 1}', "--out", "{tmp}"], "unknown knob"),
+    (["render", "-f", "5", "--config", '{"unroll": 3}', "--out", "{tmp}"], "'unroll' cannot be 3"),
+    (["render", "-f", "5", "--config", '{"unroll": "1; } __kernel void evil("}', "--out", "{tmp}"],
+     "cannot be"),
+    (["render", "-f", "5", "--config", "{not json", "--out", "{tmp}"], "not valid JSON"),
+    (["render", "-f", "5", "--config", "[1, 2]", "--out", "{tmp}"], "JSON object"),
+    (["render", "-f", "5", "--config", '{"unroll": "full", "filter_mode": "arg"}', "--out", "{tmp}"],
+     "unroll=full"),
+    (["render", "-f", "5", "--preset", "baseline", "--out", "{tmp}", "-d", "99"], "unknown device 99"),
+    (["render", "-f", "5", "--config", '{"local_x": 256, "local_y": 64}', "--out", "{tmp}", "-d", "0"],
+     "work-group"),
+    (["study", "-d", "0", "-f", "3,x", "-s", "64x64"], "comma list"),
+    (["study", "-d", "0", "-f", "", "-s", "64x64"], "comma list"),
+    (["study", "-d", "0", "-f", "65", "-s", "64x64"], "larger than the image"),
+    (["study", "-d", "0", "-f", "3", "-s", "64by64"], "WIDTHxHEIGHT"),
+    (["study", "-d", "0", "-f", "3", "-s", "0x64"], "image size"),
+    (["study", "-d", "0", "-f", "3", "-s", "64x64", "--preset", "fast"], "unknown preset"),
+    (["study", "-d", "-1", "-f", "3"], "unknown device"),
+    (["frobnicate"], "No such command"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUT, ids=[" ".join(a[:3]) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    out = tmp_path / "out"
+    result = run_cli(*[a.replace("{tmp}", str(out)) for a in args])
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("autotune: error:") and message in lines[0]
+    assert "Traceback" not in result.stderr
+    assert not out.exists()  # nothing written
+
+
+def test_render_to_unwritable_place_is_a_runtime_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_cli("render", "-f", "3", "--preset", "baseline", "--out", str(blocker / "sub"))
+    assert result.returncode in (1, 2)
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -1,0 +1,93 @@
+"""Generated kernels agree with scipy on awkward sizes, for every knob value and preset.
+
+Kernels run through tests/opencl_runner.py (plain pyopencl, the manifest's launch
+rule), and are compared with scipy.ndimage, not with our own reference.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from autotune.codegen import generate
+from autotune.devices import device_info
+from autotune.space import convolution_space
+from tests.opencl_runner import run_kernel, scipy_valid
+
+SPACE = convolution_space()
+DEVICE = device_info(0)
+AWKWARD_SIZES = [(1, 1), (2, 3), (3, 2), (7, 13), (13, 7), (17, 31), (31, 17), (67, 5), (5, 67), (37, 23)]
+
+
+def check(config: dict, filter_width: int, out_size: tuple[int, int], seed: int = 0) -> None:
+    variant = generate(config, filter_width)
+    rng = np.random.default_rng(seed)
+    out_w, out_h = out_size
+    image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
+    filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
+    got = run_kernel(variant.source, variant.kernel_name, variant.build_options,
+                     variant.local_size, variant.work_per_item, image, filt)
+    expected = scipy_valid(image, filt)
+    assert got.shape == expected.shape
+    assert np.all(np.isfinite(got)), f"unwritten outputs for {config}, F={filter_width}, {out_size}"
+    tol = (filter_width**2 + 1) * np.finfo(np.float32).eps * np.abs(filt).sum() * np.abs(image).max()
+    error = np.abs(got - expected).max()
+    assert error <= tol, f"max error {error} > {tol} for {config}, F={filter_width}, {out_size}"
+
+
+@pytest.mark.parametrize("preset", sorted(SPACE.presets))
+@pytest.mark.parametrize("filter_width,out_size", [
+    (1, (1, 1)), (2, (13, 7)), (3, (37, 23)), (4, (5, 67)), (7, (17, 31)), (17, (2, 3)),
+])
+def test_presets_match_scipy(preset, filter_width, out_size):
+    check(SPACE.presets[preset].config, filter_width, out_size)
+
+
+def _knob_cases():
+    base = {"filter_mode": "define", "local_x": 8, "local_y": 4, "work_x": 2, "work_y": 2}
+    for name, knob in SPACE.knobs.items():
+        for value in knob.values:
+            config = SPACE.complete({**base, name: value})
+            if name == "filter_mode" and value == "arg":
+                config["cache_local"] = False
+            yield pytest.param(config, id=f"{name}={value}")
+
+
+@pytest.mark.parametrize("config", list(_knob_cases()))
+def test_every_knob_value_matches_scipy(config):
+    assert SPACE.violations(config, 5, DEVICE) == []
+    check(config, 5, (37, 23))
+    check(config, 6, (11, 9), seed=1)
+
+
+@st.composite
+def points(draw):
+    config = {name: draw(st.sampled_from(knob.values)) for name, knob in SPACE.knobs.items()}
+    filter_width = draw(st.integers(1, 17))
+    out_size = draw(st.one_of(
+        st.sampled_from(AWKWARD_SIZES),
+        st.tuples(st.integers(1, 70), st.integers(1, 70)),
+    ))
+    return config, filter_width, out_size
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(points(), st.integers(0, 2**16))
+def test_random_points_match_scipy(point, seed):
+    config, filter_width, out_size = point
+    assume(not SPACE.violations(config, filter_width, DEVICE))
+    check(config, filter_width, out_size, seed)
+
+
+def test_generate_is_pure():
+    config = SPACE.presets["float4"].config
+    a, b = generate(config, 9), generate(dict(config), 9)
+    assert a == b
+    assert a.source.count("__kernel") == 1
+
+
+def test_global_size_covers_output_in_whole_groups():
+    variant = generate({"local_x": 16, "local_y": 4, "work_x": 4, "work_y": 2}, 3)
+    assert variant.global_size(1, 1) == (16, 4)
+    assert variant.global_size(64, 8) == (16, 4)
+    assert variant.global_size(65, 9) == (32, 8)

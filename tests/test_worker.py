@@ -1,0 +1,86 @@
+"""The worker verifies before it times, and survives kernels that hang or crash."""
+
+import dataclasses
+
+import pytest
+
+from autotune.codegen import generate
+from autotune.reference import Problem
+from autotune.worker import Status, Worker
+from tests.conftest import FAST
+
+PROBLEM = Problem(filter_width=5, out_width=45, out_height=33, seed=3)
+
+
+def variant_with(source_edit, config=None, filter_width=5):
+    variant = generate(config or {"filter_mode": "define", "work_x": 2}, filter_width)
+    old, new = source_edit
+    assert old in variant.source
+    return dataclasses.replace(variant, source=variant.source.replace(old, new, 1))
+
+
+def test_correct_kernel_is_timed(evaluator):
+    m = evaluator.evaluate({"filter_mode": "define", "work_x": 2, "work_y": 4}, PROBLEM)
+    assert m.status is Status.OK, m.error
+    assert m.runs >= 1 and 0 < m.min_ms <= m.time_ms <= m.max_ms
+    assert m.compile_ms > 0 and m.max_error is not None
+
+
+def test_invalid_point_is_rejected_without_compiling(evaluator):
+    m = evaluator.evaluate({"unroll": "full", "filter_mode": "arg"}, PROBLEM)
+    assert m.status is Status.INVALID and "unroll=full" in m.error
+    m = evaluator.evaluate({"local_x": 256, "local_y": 64}, PROBLEM)
+    assert m.status is Status.INVALID and "work-group" in m.error
+    m = evaluator.evaluate({"unroll": 3}, PROBLEM)
+    assert m.status is Status.INVALID
+
+
+@pytest.mark.parametrize("edit,why", [
+    # one filter tap skipped
+    (("acc_0_0 += w_0 * in_0;", "acc_0_0 += 0.0f;"), "max error"),
+    # outputs in the edge path never written
+    (("output[y * out_width + x] = sum;", ""), "not written"),
+    # a store one row off
+    (("output[(y0 + 0) * out_width + x0 + 1] = acc_0_1;",
+      "output[(y0 + 1) * out_width + x0 + 1] = acc_0_1;"), ""),
+    # a store past the end of the output
+    (("output[y * out_width + x] = sum;", "output[y * out_width + x + 64] = sum;"), ""),
+])
+def test_wrong_kernels_are_wrong_results(edit, why):
+    with Worker(0, timeout_s=60) as worker:
+        m = worker.measure(variant_with(edit), PROBLEM, FAST)
+    assert m.status is Status.WRONG_RESULT, m
+    assert why in m.error
+    assert m.time_ms is None  # never timed
+
+
+def test_compile_and_launch_errors_are_statuses(evaluator):
+    broken = variant_with(("const int fw", "const int fw = ; int nope"))
+    m = evaluator.worker.measure(broken, PROBLEM, FAST)
+    assert m.status is Status.COMPILE_ERROR and m.error
+    # local size that disagrees with reqd_work_group_size: the launch must fail
+    mismatched = dataclasses.replace(generate({"local_x": 8, "local_y": 8}, 5), local_size=(4, 4))
+    m = evaluator.worker.measure(mismatched, PROBLEM, FAST)
+    assert m.status is Status.LAUNCH_ERROR, m
+    # the worker is still fine afterwards
+    assert evaluator.evaluate({"work_y": 2}, PROBLEM).status is Status.OK
+
+
+def test_endless_loop_times_out_and_the_next_variant_runs():
+    hang = variant_with(("const int lx", "while (out_width > 0) { output[0] += 1.0f; }\n    const int lx"))
+    with Worker(0, timeout_s=8) as worker:
+        m = worker.measure(hang, PROBLEM, FAST)
+        assert m.status is Status.TIMEOUT, m
+        after = worker.measure(generate({"work_x": 4}, 5), PROBLEM, FAST)
+        assert after.status is Status.OK, after
+
+
+def test_worker_killed_by_a_bad_write_is_crashed_and_replaced():
+    # a store far outside any buffer kills the process on a CPU device
+    wild = variant_with(("const int lx", "output[((long)out_width << 32) + get_global_id(0)] = 1.0f;\n    const int lx"))
+    with Worker(0, timeout_s=60) as worker:
+        m = worker.measure(wild, PROBLEM, FAST)
+        assert m.status is Status.CRASHED, m
+        assert "SIGSEGV" in m.error or "signal" in m.error
+        after = worker.measure(generate({"work_x": 4}, 5), PROBLEM, FAST)
+        assert after.status is Status.OK, after

@@ -20,10 +20,12 @@ demo: setup
 
 test: setup
 	$(PY) -m ruff check autotune tests bench
+	$(PY) -m ruff format --check autotune tests bench
 	$(PY) -m pytest -q
 
 lint: setup
 	$(PY) -m ruff check autotune tests bench
+	$(PY) -m ruff format --check autotune tests bench
 
 seed-study: setup
 	$(PY) bench/seed_study.py --device 0

@@ -71,8 +71,13 @@ def devices(as_json: bool) -> None:
         table.add_column(column)
     for d in found:
         table.add_row(
-            str(d.index), d.platform, d.name, d.type, str(d.compute_units),
-            str(d.max_work_group_size), str(d.local_mem_size // 1024),
+            str(d.index),
+            d.platform,
+            d.name,
+            d.type,
+            str(d.compute_units),
+            str(d.max_work_group_size),
+            str(d.local_mem_size // 1024),
             str(d.max_constant_buffer_size // 1024),
         )
     console.print(table)
@@ -88,12 +93,15 @@ def space(as_json: bool) -> None:
     if as_json:
         _print_json(described)
         return
-    table = Table(title=f"search space {described['name']!r} ({described['points']} points before constraints)")
+    table = Table(
+        title=f"search space {described['name']!r} ({described['points']} points before constraints)"
+    )
     for column in ("knob", "values", "default", "meaning"):
         table.add_column(column)
     for name, knob in described["knobs"].items():
-        table.add_row(name, ", ".join(json.dumps(v) for v in knob["values"]),
-                      json.dumps(knob["default"]), knob["help"])
+        table.add_row(
+            name, ", ".join(json.dumps(v) for v in knob["values"]), json.dumps(knob["default"]), knob["help"]
+        )
     console.print(table)
     console.print("[bold]constraints[/bold]")
     for c in described["constraints"]:
@@ -133,12 +141,24 @@ def _config_from(preset: str | None, config_text: str | None) -> dict[str, Any]:
 @click.option("--filter-width", "-f", required=True, type=int, help="Filter width F.")
 @click.option("--preset", help="A seed preset (see `autotune space`).")
 @click.option("--config", "config_text", help="Knobs as a JSON object, or @file.json.")
-@click.option("--device", "-d", "device_index", type=int, default=None,
-              help="Check device limits and record this device in the manifest.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory for convolve_f<F>.cl and convolve_f<F>.json.")
-def render(filter_width: int, preset: str | None, config_text: str | None,
-           device_index: int | None, out_dir: str) -> None:
+@click.option(
+    "--device",
+    "-d",
+    "device_index",
+    type=int,
+    default=None,
+    help="Check device limits and record this device in the manifest.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for convolve_f<F>.cl and convolve_f<F>.json.",
+)
+def render(
+    filter_width: int, preset: str | None, config_text: str | None, device_index: int | None, out_dir: str
+) -> None:
     """Write one kernel's source and manifest, exactly as `export` does."""
     from autotune.codegen import check_filter_width, generate
     from autotune.devices import device_info
@@ -162,15 +182,32 @@ def render(filter_width: int, preset: str | None, config_text: str | None,
 
 @cli.command()
 @click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
-@click.option("--filter-width", "-f", "widths_text", default="3,5,7,9,11,17,33", show_default=True,
-              help="Comma list of filter widths.")
-@click.option("--image-size", "-s", "size_text", default=None,
-              help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].")
+@click.option(
+    "--filter-width",
+    "-f",
+    "widths_text",
+    default="3,5,7,9,11,17,33",
+    show_default=True,
+    help="Comma list of filter widths.",
+)
+@click.option(
+    "--image-size",
+    "-s",
+    "size_text",
+    default=None,
+    help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].",
+)
 @click.option("--preset", "presets", multiple=True, help="Only these presets (repeatable).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def study(device_index: int, widths_text: str, size_text: str | None,
-          presets: tuple[str, ...], seed: int, as_json: bool) -> None:
+def study(
+    device_index: int,
+    widths_text: str,
+    size_text: str | None,
+    presets: tuple[str, ...],
+    seed: int,
+    as_json: bool,
+) -> None:
     """Time every seed kernel per filter width: what each optimisation gives here."""
     from rich.progress import Progress
 
@@ -191,18 +228,31 @@ def study(device_index: int, widths_text: str, size_text: str | None,
             raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
     with Progress(console=errors, transient=True, disable=as_json) as progress:
         task = progress.add_task(f"{device.name}", total=len(widths) * len(names))
-        rows = run_study(device_index, widths, size, names, seed=seed,
-                         on_row=lambda row: progress.advance(task))
+        rows = run_study(
+            device_index, widths, size, names, seed=seed, on_row=lambda row: progress.advance(task)
+        )
     gains = speedups(rows)
     if as_json:
-        _print_json({
-            "device": device.to_dict(), "image_size": list(size),
-            "rows": [{"filter_width": r.filter_width, "preset": r.preset,
-                      **r.measurement.to_dict(), "gflops": r.gflops,
-                      "speedup": gains.get((r.filter_width, r.preset))} for r in rows],
-        })
+        _print_json(
+            {
+                "device": device.to_dict(),
+                "image_size": list(size),
+                "rows": [
+                    {
+                        "filter_width": r.filter_width,
+                        "preset": r.preset,
+                        **r.measurement.to_dict(),
+                        "gflops": r.gflops,
+                        "speedup": gains.get((r.filter_width, r.preset)),
+                    }
+                    for r in rows
+                ],
+            }
+        )
         return
-    table = Table(title=f"seed study on {device.name}, {size[0]}x{size[1]} output: median ms (speed-up over baseline)")
+    table = Table(
+        title=f"seed study on {device.name}, {size[0]}x{size[1]} output: median ms (speed-up over baseline)"
+    )
     table.add_column("preset")
     for width in widths:
         table.add_column(f"F={width}", justify="right")
@@ -216,8 +266,11 @@ def study(device_index: int, widths_text: str, size_text: str | None,
     console.print(table)
     failures = [r for r in rows if not r.measurement.ok]
     for r in failures:
-        errors.print(f"F={r.filter_width} {r.preset}: {r.measurement.status.value}: {r.measurement.error}",
-                     highlight=False, markup=False)
+        errors.print(
+            f"F={r.filter_width} {r.preset}: {r.measurement.status.value}: {r.measurement.error}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _fail(message: str) -> None:

@@ -84,9 +84,7 @@ def check_filter_width(filter_width: object) -> int:
     return filter_width
 
 
-def generate(
-    config: Config, filter_width: int, space: SearchSpace | None = None
-) -> KernelVariant:
+def generate(config: Config, filter_width: int, space: SearchSpace | None = None) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist."""
     space = space or convolution_space()
     filter_width = check_filter_width(filter_width)
@@ -94,9 +92,7 @@ def generate(
     reasons = space.violations(config, filter_width)
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
-    filter_type = (
-        "__constant float" if config["filter_space"] == "constant" else "__global const float"
-    )
+    filter_type = "__constant float" if config["filter_space"] == "constant" else "__global const float"
     source = _template().render(
         config_json=json.dumps(config, sort_keys=True),
         kernel_name=KERNEL_NAME,

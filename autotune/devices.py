@@ -72,8 +72,14 @@ def _opencl_devices() -> list[tuple[Any, Any]]:
     unique: list[tuple[Any, Any]] = []
     seen = set()
     for _, platform, device in found:
-        identity = (platform.name, platform.version, device.name, device.driver_version,
-                    device.vendor, device.max_compute_units)
+        identity = (
+            platform.name,
+            platform.version,
+            device.name,
+            device.driver_version,
+            device.vendor,
+            device.max_compute_units,
+        )
         if identity in seen:
             continue
         seen.add(identity)
@@ -84,14 +90,16 @@ def _opencl_devices() -> list[tuple[Any, Any]]:
 def _device_type(bits: int) -> str:
     import pyopencl as cl
 
-    kinds = [("GPU", cl.device_type.GPU), ("CPU", cl.device_type.CPU),
-             ("ACCELERATOR", cl.device_type.ACCELERATOR)]
+    kinds = [
+        ("GPU", cl.device_type.GPU),
+        ("CPU", cl.device_type.CPU),
+        ("ACCELERATOR", cl.device_type.ACCELERATOR),
+    ]
     names = [name for name, bit in kinds if bits & bit]
     return "|".join(names) or "CUSTOM"
 
 
 def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
-    import pyopencl as cl
 
     return DeviceInfo(
         index=index,

@@ -95,23 +95,17 @@ class SearchSpace:
         """Check every given knob and value, then fill the rest from the defaults."""
         unknown = sorted(set(partial) - set(self.knobs))
         if unknown:
-            raise UsageError(
-                f"unknown knob {unknown[0]!r} (knobs: {', '.join(self.knobs)})"
-            )
+            raise UsageError(f"unknown knob {unknown[0]!r} (knobs: {', '.join(self.knobs)})")
         config: Config = {}
         for name, knob in self.knobs.items():
             value = partial.get(name, knob.default)
             if not knob.accepts(value):
                 allowed = ", ".join(json.dumps(v) for v in knob.values)
-                raise UsageError(
-                    f"knob {name!r} cannot be {json.dumps(value)}; allowed: {allowed}"
-                )
+                raise UsageError(f"knob {name!r} cannot be {json.dumps(value)}; allowed: {allowed}")
             config[name] = value  # type: ignore[assignment]
         return config
 
-    def violations(
-        self, config: Config, filter_width: int, device: object | None = None
-    ) -> list[str]:
+    def violations(self, config: Config, filter_width: int, device: object | None = None) -> list[str]:
         """Reasons this point cannot run; empty when it is valid.
 
         Device rules are skipped when no device is given, so a config can be checked

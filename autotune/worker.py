@@ -8,6 +8,7 @@ variant. Timings come from OpenCL profiling events, never host clocks.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -33,7 +34,7 @@ CANARY_VALUE = -7.25e30
 ERROR_TEXT_LIMIT = 4000
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     OK = "ok"
     INVALID = "invalid"
     COMPILE_ERROR = "compile_error"
@@ -97,9 +98,7 @@ class _Session:
         self.cl = cl
         _, device = open_device(device_index)
         self.context = cl.Context([device])
-        self.queue = cl.CommandQueue(
-            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
-        )
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.problem: Problem | None = None
 
     def _prepare(self, problem: Problem) -> None:
@@ -128,17 +127,19 @@ class _Session:
         self._prepare(problem)
         start = time.perf_counter()
         try:
-            program = cl.Program(self.context, variant.source).build(
-                options=list(variant.build_options)
-            )
+            program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
             kernel = cl.Kernel(program, variant.kernel_name)
         except (cl.Error, cl.RuntimeError) as exc:
             return Measurement(Status.COMPILE_ERROR, error=_clip(str(exc)))
         compile_ms = (time.perf_counter() - start) * 1e3
         kernel.set_args(
-            self.input, self.filter, self.output,
-            np.int32(problem.in_width), np.int32(problem.out_width),
-            np.int32(problem.out_height), np.int32(problem.filter_width),
+            self.input,
+            self.filter,
+            self.output,
+            np.int32(problem.in_width),
+            np.int32(problem.out_width),
+            np.int32(problem.out_height),
+            np.int32(problem.filter_width),
         )
         global_size = variant.global_size(problem.out_width, problem.out_height)
 
@@ -155,19 +156,25 @@ class _Session:
             return Measurement(Status.LAUNCH_ERROR, error=_clip(str(exc)), compile_ms=compile_ms)
         n_out = problem.out_width * problem.out_height
         if not np.all(result[n_out:] == CANARY_VALUE):
-            return Measurement(Status.WRONG_RESULT, compile_ms=compile_ms,
-                               error="wrote past the end of the output buffer")
+            return Measurement(
+                Status.WRONG_RESULT, compile_ms=compile_ms, error="wrote past the end of the output buffer"
+            )
         out = result[:n_out].reshape(problem.out_height, problem.out_width)
         difference = np.abs(out - self.reference)
         if not np.all(np.isfinite(difference)):
             y, x = np.argwhere(~np.isfinite(difference))[0]
-            return Measurement(Status.WRONG_RESULT, compile_ms=compile_ms,
-                               error=f"output ({x}, {y}) is {out[y, x]} (not written or not finite)")
+            return Measurement(
+                Status.WRONG_RESULT,
+                compile_ms=compile_ms,
+                error=f"output ({x}, {y}) is {out[y, x]} (not written or not finite)",
+            )
         max_error = float(difference.max())
         if max_error > self.tolerance:
             y, x = np.unravel_index(int(difference.argmax()), difference.shape)
             return Measurement(
-                Status.WRONG_RESULT, compile_ms=compile_ms, max_error=max_error,
+                Status.WRONG_RESULT,
+                compile_ms=compile_ms,
+                max_error=max_error,
                 error=f"max error {max_error:.3g} > tolerance {self.tolerance:.3g}"
                 f" at output ({x}, {y}): got {out[y, x]:.6g}, expected {self.reference[y, x]:.6g}",
             )
@@ -185,14 +192,19 @@ class _Session:
                 if len(times) >= policy.min_runs and total_s >= policy.min_time_s:
                     break
                 per_run_s = max(total_s / len(times), 1e-7)
-                wanted = max(policy.min_runs - len(times),
-                             int((policy.min_time_s - total_s) / per_run_s) + 1)
+                wanted = max(policy.min_runs - len(times), int((policy.min_time_s - total_s) / per_run_s) + 1)
                 batch = max(1, min(wanted, 64, policy.max_runs - len(times)))
         except (cl.Error, cl.RuntimeError) as exc:
             return Measurement(Status.LAUNCH_ERROR, error=_clip(str(exc)), compile_ms=compile_ms)
         return Measurement(
-            Status.OK, time_ms=statistics.median(times), min_ms=min(times), max_ms=max(times),
-            runs=len(times), compile_ms=compile_ms, max_error=max_error, times_ms=times,
+            Status.OK,
+            time_ms=statistics.median(times),
+            min_ms=min(times),
+            max_ms=max(times),
+            runs=len(times),
+            compile_ms=compile_ms,
+            max_error=max_error,
+            times_ms=times,
         )
 
 
@@ -252,16 +264,23 @@ class Worker:
         result_read, result_write = os.pipe()
         package_root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, env.get("PYTHONPATH", "")) if p
-        )
-        self._log = tempfile.TemporaryFile()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "autotune.worker",
-             str(command_read), str(result_write), str(self.device_index)],
+            [
+                sys.executable,
+                "-m",
+                "autotune.worker",
+                str(command_read),
+                str(result_write),
+                str(self.device_index),
+            ],
             pass_fds=(command_read, result_write),
-            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
         os.close(command_read)
         os.close(result_write)
@@ -304,17 +323,13 @@ class Worker:
 
     def _kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self._process.wait(timeout=10)
         for stream in (self._commands, self._results, self._log):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
         self._process = self._commands = self._results = self._log = None
 
     def close(self) -> None:

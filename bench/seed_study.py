@@ -29,7 +29,9 @@ def main() -> int:
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    size = (
+        parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    )
 
     def progress(row):
         m = row.measurement
@@ -39,9 +41,11 @@ def main() -> int:
     rows = run_study(args.device, widths, size, on_row=progress)
     gains = speedups(rows)
     presets = list(dict.fromkeys(r.preset for r in rows))
-    print(f"Seed study, {datetime.date.today()}, {device.name} ({device.platform}, driver "
-          f"{device.driver_version}), {size[0]}x{size[1]} output, float32, median of "
-          "OpenCL profiling events.\n")
+    print(
+        f"Seed study, {datetime.date.today()}, {device.name} ({device.platform}, driver "
+        f"{device.driver_version}), {size[0]}x{size[1]} output, float32, median of "
+        "OpenCL profiling events.\n"
+    )
     print("| preset | " + " | ".join(f"F={w}" for w in widths) + " |")
     print("|---|" + "---|" * len(widths))
     for name in presets:
@@ -60,9 +64,18 @@ def main() -> int:
     print("\nFastest preset per width: " + "; ".join(best))
     if args.json_path:
         with open(args.json_path, "w") as f:
-            json.dump({"device": device.to_dict(), "image_size": size,
-                       "rows": [{"filter_width": r.filter_width, "preset": r.preset,
-                                 **r.measurement.to_dict()} for r in rows]}, f, indent=1)
+            json.dump(
+                {
+                    "device": device.to_dict(),
+                    "image_size": size,
+                    "rows": [
+                        {"filter_width": r.filter_width, "preset": r.preset, **r.measurement.to_dict()}
+                        for r in rows
+                    ],
+                },
+                f,
+                indent=1,
+            )
     return 0
 
 

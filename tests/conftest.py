@@ -21,7 +21,9 @@ def evaluator() -> Iterator[Evaluator]:
         yield ev
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """The real CLI in a subprocess, as a user runs it."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
@@ -30,5 +32,8 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
         full_env.update(env)
     return subprocess.run(
         [sys.executable, "-m", "autotune", *args],
-        capture_output=True, text=True, env=full_env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
     )

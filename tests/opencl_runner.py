@@ -47,8 +47,18 @@ def run_kernel(
     for out, work, local in zip((out_w, out_h), work_per_item, local_size, strict=True):
         items = -(-out // work)
         global_size.append(-(-items // local) * local)
-    kernel(queue, tuple(global_size), tuple(local_size), input_buf, filter_buf, output_buf,
-           np.int32(image.shape[1]), np.int32(out_w), np.int32(out_h), np.int32(f))
+    kernel(
+        queue,
+        tuple(global_size),
+        tuple(local_size),
+        input_buf,
+        filter_buf,
+        output_buf,
+        np.int32(image.shape[1]),
+        np.int32(out_w),
+        np.int32(out_h),
+        np.int32(f),
+    )
     cl.enqueue_copy(queue, output, output_buf)
     queue.finish()
     return output

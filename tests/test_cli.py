@@ -17,8 +17,17 @@ def test_devices_json_lists_pocl_with_limits():
     devices = json.loads(result.stdout)
     assert [d["index"] for d in devices] == list(range(len(devices)))
     pocl = next(d for d in devices if "Portable" in d["platform"])
-    for key in ("platform", "name", "vendor", "type", "compute_units", "max_work_group_size",
-                "local_mem_size", "max_constant_buffer_size", "driver_version"):
+    for key in (
+        "platform",
+        "name",
+        "vendor",
+        "type",
+        "compute_units",
+        "max_work_group_size",
+        "local_mem_size",
+        "max_constant_buffer_size",
+        "driver_version",
+    ):
         assert key in pocl
     assert pocl["type"] == "CPU"
     table = run_cli("devices")
@@ -42,16 +51,33 @@ def test_render_writes_what_a_host_needs(tmp_path):
     manifest = json.loads((tmp_path / "convolve_f7.json").read_text())
     source = (tmp_path / manifest["source"]).read_text()
     assert source == generate(convolution_space().presets["float4"].config, 7).source
-    for key in ("kernel_name", "build_options", "local_size", "work_per_item", "filter_width",
-                "config", "device", "image_size", "time_ms", "gflops"):
+    for key in (
+        "kernel_name",
+        "build_options",
+        "local_size",
+        "work_per_item",
+        "filter_width",
+        "config",
+        "device",
+        "image_size",
+        "time_ms",
+        "gflops",
+    ):
         assert key in manifest
     assert manifest["device"]["platform"].startswith("Portable")
     # A host that knows only the manifest can run it at any size.
     rng = np.random.default_rng(5)
     image = rng.uniform(-1, 1, (40, 29)).astype(np.float32)
     filt = rng.uniform(-1, 1, (7, 7)).astype(np.float32)
-    out = run_kernel(source, manifest["kernel_name"], manifest["build_options"],
-                     manifest["local_size"], manifest["work_per_item"], image, filt)
+    out = run_kernel(
+        source,
+        manifest["kernel_name"],
+        manifest["build_options"],
+        manifest["local_size"],
+        manifest["work_per_item"],
+        image,
+        filt,
+    )
     np.testing.assert_allclose(out, scipy_valid(image, filt), atol=1e-4)
 
 
@@ -64,8 +90,9 @@ def test_render_from_config_json(tmp_path):
 
 
 def test_study_runs_on_pocl():
-    result = run_cli("study", "-d", "0", "-f", "3", "-s", "64x48", "--preset", "baseline",
-                     "--preset", "local", "--json")
+    result = run_cli(
+        "study", "-d", "0", "-f", "3", "-s", "64x48", "--preset", "baseline", "--preset", "local", "--json"
+    )
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     assert {r["preset"] for r in rows} == {"baseline", "local"}
@@ -80,15 +107,21 @@ BAD_INPUT = [
     (["render", "-f", "5", "--out", "{tmp}"], "exactly one of"),
     (["render", "-f", "5", "--config", '{"colour": 1}', "--out", "{tmp}"], "unknown knob"),
     (["render", "-f", "5", "--config", '{"unroll": 3}', "--out", "{tmp}"], "'unroll' cannot be 3"),
-    (["render", "-f", "5", "--config", '{"unroll": "1; } __kernel void evil("}', "--out", "{tmp}"],
-     "cannot be"),
+    (
+        ["render", "-f", "5", "--config", '{"unroll": "1; } __kernel void evil("}', "--out", "{tmp}"],
+        "cannot be",
+    ),
     (["render", "-f", "5", "--config", "{not json", "--out", "{tmp}"], "not valid JSON"),
     (["render", "-f", "5", "--config", "[1, 2]", "--out", "{tmp}"], "JSON object"),
-    (["render", "-f", "5", "--config", '{"unroll": "full", "filter_mode": "arg"}', "--out", "{tmp}"],
-     "unroll=full"),
+    (
+        ["render", "-f", "5", "--config", '{"unroll": "full", "filter_mode": "arg"}', "--out", "{tmp}"],
+        "unroll=full",
+    ),
     (["render", "-f", "5", "--preset", "baseline", "--out", "{tmp}", "-d", "99"], "unknown device 99"),
-    (["render", "-f", "5", "--config", '{"local_x": 256, "local_y": 64}', "--out", "{tmp}", "-d", "0"],
-     "work-group"),
+    (
+        ["render", "-f", "5", "--config", '{"local_x": 256, "local_y": 64}', "--out", "{tmp}", "-d", "0"],
+        "work-group",
+    ),
     (["study", "-d", "0", "-f", "3,x", "-s", "64x64"], "comma list"),
     (["study", "-d", "0", "-f", "", "-s", "64x64"], "comma list"),
     (["study", "-d", "0", "-f", "65", "-s", "64x64"], "larger than the image"),

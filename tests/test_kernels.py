@@ -25,8 +25,15 @@ def check(config: dict, filter_width: int, out_size: tuple[int, int], seed: int 
     out_w, out_h = out_size
     image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
     filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
-    got = run_kernel(variant.source, variant.kernel_name, variant.build_options,
-                     variant.local_size, variant.work_per_item, image, filt)
+    got = run_kernel(
+        variant.source,
+        variant.kernel_name,
+        variant.build_options,
+        variant.local_size,
+        variant.work_per_item,
+        image,
+        filt,
+    )
     expected = scipy_valid(image, filt)
     assert got.shape == expected.shape
     assert np.all(np.isfinite(got)), f"unwritten outputs for {config}, F={filter_width}, {out_size}"
@@ -36,9 +43,17 @@ def check(config: dict, filter_width: int, out_size: tuple[int, int], seed: int 
 
 
 @pytest.mark.parametrize("preset", sorted(SPACE.presets))
-@pytest.mark.parametrize("filter_width,out_size", [
-    (1, (1, 1)), (2, (13, 7)), (3, (37, 23)), (4, (5, 67)), (7, (17, 31)), (17, (2, 3)),
-])
+@pytest.mark.parametrize(
+    "filter_width,out_size",
+    [
+        (1, (1, 1)),
+        (2, (13, 7)),
+        (3, (37, 23)),
+        (4, (5, 67)),
+        (7, (17, 31)),
+        (17, (2, 3)),
+    ],
+)
 def test_presets_match_scipy(preset, filter_width, out_size):
     check(SPACE.presets[preset].config, filter_width, out_size)
 
@@ -64,10 +79,12 @@ def test_every_knob_value_matches_scipy(config):
 def points(draw):
     config = {name: draw(st.sampled_from(knob.values)) for name, knob in SPACE.knobs.items()}
     filter_width = draw(st.integers(1, 17))
-    out_size = draw(st.one_of(
-        st.sampled_from(AWKWARD_SIZES),
-        st.tuples(st.integers(1, 70), st.integers(1, 70)),
-    ))
+    out_size = draw(
+        st.one_of(
+            st.sampled_from(AWKWARD_SIZES),
+            st.tuples(st.integers(1, 70), st.integers(1, 70)),
+        )
+    )
     return config, filter_width, out_size
 
 

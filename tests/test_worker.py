@@ -35,17 +35,25 @@ def test_invalid_point_is_rejected_without_compiling(evaluator):
     assert m.status is Status.INVALID
 
 
-@pytest.mark.parametrize("edit,why", [
-    # one filter tap skipped
-    (("acc_0_0 += w_0 * in_0;", "acc_0_0 += 0.0f;"), "max error"),
-    # outputs in the edge path never written
-    (("output[y * out_width + x] = sum;", ""), "not written"),
-    # a store one row off
-    (("output[(y0 + 0) * out_width + x0 + 1] = acc_0_1;",
-      "output[(y0 + 1) * out_width + x0 + 1] = acc_0_1;"), ""),
-    # a store past the end of the output
-    (("output[y * out_width + x] = sum;", "output[y * out_width + x + 64] = sum;"), ""),
-])
+@pytest.mark.parametrize(
+    "edit,why",
+    [
+        # one filter tap skipped
+        (("acc_0_0 += w_0 * in_0;", "acc_0_0 += 0.0f;"), "max error"),
+        # outputs in the edge path never written
+        (("output[y * out_width + x] = sum;", ""), "not written"),
+        # a store one row off
+        (
+            (
+                "output[(y0 + 0) * out_width + x0 + 1] = acc_0_1;",
+                "output[(y0 + 1) * out_width + x0 + 1] = acc_0_1;",
+            ),
+            "",
+        ),
+        # a store past the end of the output
+        (("output[y * out_width + x] = sum;", "output[y * out_width + x + 64] = sum;"), ""),
+    ],
+)
 def test_wrong_kernels_are_wrong_results(edit, why):
     with Worker(0, timeout_s=60) as worker:
         m = worker.measure(variant_with(edit), PROBLEM, FAST)
@@ -77,7 +85,9 @@ def test_endless_loop_times_out_and_the_next_variant_runs():
 
 def test_worker_killed_by_a_bad_write_is_crashed_and_replaced():
     # a store far outside any buffer kills the process on a CPU device
-    wild = variant_with(("const int lx", "output[((long)out_width << 32) + get_global_id(0)] = 1.0f;\n    const int lx"))
+    wild = variant_with(
+        ("const int lx", "output[((long)out_width << 32) + get_global_id(0)] = 1.0f;\n    const int lx")
+    )
     with Worker(0, timeout_s=60) as worker:
         m = worker.measure(wild, PROBLEM, FAST)
         assert m.status is Status.CRASHED, m

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Time chosen configurations side by side with the seed presets, per filter width.
+
+Usage:
+    python bench/time_configs.py --device 0 --filter-width 3,9,17 \
+        --config '{"work_x": 4, "work_y": 4}' --config @more.json [--presets]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
+from autotune.devices import device_info
+from autotune.evaluate import Evaluator
+from autotune.reference import Problem
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--filter-width", default="3,9,17")
+    parser.add_argument("--image-size", default=None, help="output WxH")
+    parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
+    parser.add_argument("--presets", action="store_true", help="time the seed presets too")
+    args = parser.parse_args()
+
+    device = device_info(args.device)
+    size = (
+        parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    )
+    configs: list[tuple[str, dict]] = []
+    for text in args.config:
+        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
+        for config in data if isinstance(data, list) else [data]:
+            configs.append((json.dumps(config, separators=(",", ":")), config))
+    with Evaluator(args.device) as evaluator:
+        if args.presets:
+            configs = [(name, p.config) for name, p in evaluator.space.presets.items()] + configs
+        print(f"{device.name}, {size[0]}x{size[1]} output")
+        print("| F | config | status | median ms | min ms | GFLOP/s | GB/s | compile ms |")
+        print("|---|---|---|---|---|---|---|---|")
+        for width in parse_filter_widths(args.filter_width):
+            problem = Problem(width, size[0], size[1])
+            for label, config in configs:
+                m = evaluator.evaluate(config, problem)
+                if m.ok:
+                    gflops = problem.flops / (m.time_ms * 1e-3) / 1e9
+                    gbs = problem.min_bytes / (m.time_ms * 1e-3) / 1e9
+                    print(
+                        f"| {width} | {label} | ok | {m.time_ms:.4f} | {m.min_ms:.4f} | {gflops:.0f} "
+                        f"| {gbs:.0f} | {m.compile_ms:.0f} |",
+                        flush=True,
+                    )
+                else:
+                    error = (m.error or "").splitlines()[0][:100] if m.error else ""
+                    print(f"| {width} | {label} | {m.status.value}: {error} | | | | | |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

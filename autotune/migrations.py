@@ -1,0 +1,38 @@
+"""Bring a database to the current schema with Alembic (scripts in db/)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from autotune.errors import UsageError
+from autotune.resources import resource_path
+from autotune.store import SCHEMA_HEAD, VERSION_TABLE
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        if not sa.inspect(connection).has_table(VERSION_TABLE):
+            return None
+        return connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+
+
+def upgrade(engine: Engine) -> None:
+    revision = current_revision(engine)
+    if revision == SCHEMA_HEAD:
+        return
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(resource_path("db", "env.py").parent))
+    known = {s.revision for s in ScriptDirectory.from_config(config).walk_revisions()}
+    if revision is not None and revision not in known:
+        raise UsageError(
+            f"the database was written by a newer autotune (schema {revision}; this one knows up to "
+            f"{SCHEMA_HEAD}): upgrade autotune or use another --db"
+        )
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -273,6 +274,343 @@ def study(
         )
 
 
+DB_HELP = (
+    "Database URL (any SQLAlchemy URL) [default: $AUTOTUNE_DB, else a SQLite file in the user data dir]."
+)
+
+
+def _open_store(url: str | None) -> Any:
+    from autotune.store import Store
+
+    return Store(url)
+
+
+def _device_row(store: Any, device_index: int | None) -> int | None:
+    """The database id of a device given by its CLI index; None when it was never tuned."""
+    if device_index is None:
+        return None
+    from autotune.devices import device_info
+
+    info = device_info(device_index)
+    for row in store.devices():
+        if (row.platform, row.name, row.vendor, row.driver) == tuple(
+            info.fingerprint[k] for k in ("platform", "name", "vendor", "driver")
+        ):
+            return row.id
+    return -1
+
+
+@cli.command()
+@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option(
+    "--filter-width",
+    "-f",
+    "widths_text",
+    default="3,5,7",
+    show_default=True,
+    help="Comma list of filter widths.",
+)
+@click.option(
+    "--image-size",
+    "-s",
+    "size_text",
+    default=None,
+    help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].",
+)
+@click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
+@click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
+@click.option("--sampler", default="tpe", show_default=True, help="tpe, random, cmaes or grid.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
+@click.option("--db", "db_url", default=None, help=DB_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def search(
+    device_index: int,
+    widths_text: str,
+    size_text: str | None,
+    trials: int,
+    time_budget: float | None,
+    sampler: str,
+    seed: int,
+    fresh: bool,
+    db_url: str | None,
+    as_json: bool,
+) -> None:
+    """Tune kernels for each filter width; every trial goes into the database."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from autotune.devices import device_info
+    from autotune.search import SAMPLERS
+    from autotune.tuner import Budget, Tuner
+
+    widths = parse_filter_widths(widths_text)
+    if sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
+    if trials <= 0:
+        raise UsageError(f"--trials must be positive, got {trials}")
+    if time_budget is not None and not time_budget > 0:
+        raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
+    device = device_info(device_index)
+    size = parse_image_size(size_text) if size_text else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    for width in widths:
+        if width > min(size):
+            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
+    store = _open_store(db_url)
+
+    progress = Progress(
+        TextColumn("[bold]F={task.fields[width]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=errors,
+        disable=as_json,
+        transient=False,
+    )
+    tasks: dict[int, Any] = {}
+    best_so_far: dict[int, float] = {}
+
+    def listen(kind: str, data: dict[str, Any]) -> None:
+        if kind == "run" and data["resumed"] and not as_json:
+            errors.print(f"resuming run {data['run_id']}", highlight=False)
+        elif kind == "run" and data["finished"] and not as_json:
+            errors.print(
+                f"run {data['run_id']} already did this search (use --fresh to search again)", highlight=False
+            )
+        elif kind == "width":
+            tasks[data["filter_width"]] = progress.add_task(
+                "", total=data["total"], completed=data["done"], width=data["filter_width"], note=""
+            )
+        elif kind == "trial":
+            trial = data["trial"]
+            width = data["filter_width"]
+            if trial.status == "ok" and trial.time_ms is not None:
+                best_so_far[width] = min(best_so_far.get(width, float("inf")), trial.time_ms)
+            failed = ", ".join(f"{n} {k}" for k, n in sorted(data["failures"].items()))
+            note = f"best {best_so_far[width]:.4f} ms" if width in best_so_far else "no result yet"
+            progress.update(
+                tasks[width], completed=data["done"], note=note + (f" | failed: {failed}" if failed else "")
+            )
+
+    tuner = Tuner(
+        store,
+        device_index,
+        device,
+        widths,
+        size,
+        sampler=sampler,
+        seed=seed,
+        budget=Budget(trials=trials, time_s=time_budget),
+        fresh=fresh,
+        listener=listen,
+    )
+    with progress:
+        results = tuner.run()
+    _print_summary(results, device, size, tuner.run_id, as_json)
+    if tuner.stop.requested:
+        errors.print(
+            "stopped: every finished trial is saved; run the same command again to resume", highlight=False
+        )
+        raise click.exceptions.Exit(130)
+
+
+def _ratio(other: float | None, best: float | None) -> str:
+    return f"{other / best:.2f}x" if other and best else "-"
+
+
+def _print_summary(
+    results: list[Any], device: Any, size: tuple[int, int], run_id: int | None, as_json: bool
+) -> None:
+    if as_json:
+        _print_json(
+            {
+                "run_id": run_id,
+                "device": device.to_dict(),
+                "image_size": list(size),
+                "results": [
+                    {
+                        "filter_width": r.filter_width,
+                        "best_ms": r.best_ms,
+                        "gflops": r.gflops,
+                        "gbs": r.gbs,
+                        "baseline_ms": r.baseline_ms,
+                        "best_seed_preset": r.best_seed_preset,
+                        "best_seed_ms": r.best_seed_ms,
+                        "trials": r.trials,
+                        "failures": dict(r.failures),
+                        "config": r.best_config,
+                        "interrupted": r.interrupted,
+                    }
+                    for r in results
+                ],
+            }
+        )
+        return
+    table = Table(title=f"run {run_id}: best kernels on {device.name}, {size[0]}x{size[1]} output")
+    for column in ("F", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials", "config"):
+        if column == "config":
+            table.add_column(column, overflow="fold", min_width=30)
+        else:
+            table.add_column(column, justify="right")
+    for r in results:
+        seed = f"{_ratio(r.best_seed_ms, r.best_ms)} ({r.best_seed_preset})" if r.best_seed_preset else "-"
+        table.add_row(
+            str(r.filter_width),
+            f"{r.best_ms:.4f}" if r.best_ms else "-",
+            f"{r.gflops:.1f}" if r.gflops else "-",
+            f"{r.gbs:.1f}" if r.gbs else "-",
+            _ratio(r.baseline_ms, r.best_ms),
+            seed,
+            str(r.trials),
+            json.dumps(r.best_config, separators=(",", ":")) if r.best_config else "-",
+        )
+    console.print(table)
+
+
+@cli.command()
+@click.option("--device", "-d", "device_index", type=int, default=None, help="Only this device.")
+@click.option("--filter-width", "-f", "filter_width", type=int, default=None, help="Only this width.")
+@click.option("--db", "db_url", default=None, help=DB_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def best(device_index: int | None, filter_width: int | None, db_url: str | None, as_json: bool) -> None:
+    """The best verified kernel per (device, filter width, image size)."""
+    store = _open_store(db_url)
+    device_id = _device_row(store, device_index)
+    rows = [] if device_id == -1 else store.best(device_id=device_id, filter_width=filter_width)
+    records = []
+    for row, device, problem in rows:
+        flops = 2 * problem.filter_width**2 * problem.out_width * problem.out_height
+        records.append(
+            {
+                "device": {
+                    "name": device.name,
+                    "vendor": device.vendor,
+                    "driver": device.driver,
+                    "platform": device.platform,
+                },
+                "filter_width": problem.filter_width,
+                "image_size": [problem.out_width, problem.out_height],
+                "time_ms": row.time_ms,
+                "gflops": flops / (row.time_ms * 1e-3) / 1e9,
+                "config": json.loads(row.config),
+                "trial_id": row.trial_id,
+            }
+        )
+    if as_json:
+        _print_json(records)
+        return
+    if not records:
+        console.print("no tuned kernels yet (run `autotune search`)")
+        return
+    table = Table(title="best kernels")
+    for column in ("device", "F", "image", "ms", "GFLOP/s", "config"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            r["device"]["name"],
+            str(r["filter_width"]),
+            "x".join(map(str, r["image_size"])),
+            f"{r['time_ms']:.4f}",
+            f"{r['gflops']:.1f}",
+            json.dumps(r["config"], separators=(",", ":")),
+        )
+    console.print(table)
+
+
+@cli.command()
+@click.option("--db", "db_url", default=None, help=DB_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def history(db_url: str | None, as_json: bool) -> None:
+    """Past search runs."""
+    store = _open_store(db_url)
+    records = []
+    for run, device in store.runs():
+        trials = store.trials(run_id=run.id)
+        records.append(
+            {
+                "run_id": run.id,
+                "device": device.name,
+                "filter_widths": run.filter_widths,
+                "image_size": [run.out_width, run.out_height],
+                "sampler": run.sampler,
+                "seed": run.seed,
+                "trials_budget": run.trials_budget,
+                "time_budget_s": run.time_budget_s,
+                "status": run.status,
+                "started_at": run.started_at.isoformat(),
+                "finished_at": run.finished_at and run.finished_at.isoformat(),
+                "trials": len(trials),
+                "ok": sum(t.status == "ok" for t in trials),
+                "tool_version": run.tool_version,
+            }
+        )
+    if as_json:
+        _print_json(records)
+        return
+    table = Table(title="search runs")
+    for column in ("run", "device", "F", "image", "sampler", "status", "trials", "ok", "started (UTC)"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            str(r["run_id"]),
+            r["device"],
+            r["filter_widths"],
+            "x".join(map(str, r["image_size"])),
+            r["sampler"],
+            r["status"],
+            str(r["trials"]),
+            str(r["ok"]),
+            r["started_at"][:19],
+        )
+    console.print(table)
+
+
+@cli.command()
+@click.argument("run_id", type=int)
+@click.option("--db", "db_url", default=None, help=DB_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def show(run_id: int, db_url: str | None, as_json: bool) -> None:
+    """Every trial of one run, failures with the reason."""
+    store = _open_store(db_url)
+    if store.run(run_id) is None:
+        raise UsageError(f"no run {run_id} in the database (see `autotune history`)")
+    problems = store.problems()
+    records = [
+        {
+            "trial_id": t.id,
+            "filter_width": problems[t.problem_id].filter_width,
+            "origin": t.origin,
+            "status": t.status,
+            "time_ms": t.time_ms,
+            "min_ms": t.min_ms,
+            "max_ms": t.max_ms,
+            "runs": t.runs,
+            "compile_ms": t.compile_ms,
+            "config": json.loads(t.config),
+            "error": t.error,
+        }
+        for t in store.trials(run_id=run_id)
+    ]
+    if as_json:
+        _print_json(records)
+        return
+    table = Table(title=f"run {run_id}: {len(records)} trials")
+    for column in ("trial", "F", "origin", "status", "ms", "config", "why"):
+        table.add_column(column)
+    for r in records:
+        why = (r["error"] or "").splitlines()[0][:80] if r["error"] else ""
+        table.add_row(
+            str(r["trial_id"]),
+            str(r["filter_width"]),
+            r["origin"],
+            r["status"],
+            f"{r['time_ms']:.4f}" if r["time_ms"] else "-",
+            json.dumps(r["config"], separators=(",", ":")),
+            why,
+        )
+    console.print(table)
+
+
 def _fail(message: str) -> None:
     first = " ".join(message.split())
     click.echo(f"autotune: error: {first}", err=True)
@@ -301,6 +639,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         errors.print("autotune: interrupted", highlight=False)
         return 130
+    except Exception as exc:  # a bug: still one line, unless debugging
+        if os.environ.get("AUTOTUNE_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (set AUTOTUNE_DEBUG=1 for the traceback)")
+        return 1
 
 
 if __name__ == "__main__":

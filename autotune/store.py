@@ -203,22 +203,35 @@ class Store:
     def device_id(self, info: Any) -> int:
         fp = info.fingerprint
         with self.session() as s:
-            row = s.scalar(sa.select(Device).filter_by(platform=fp["platform"], name=fp["name"],
-                                                       vendor=fp["vendor"], driver=fp["driver"]))
+            row = s.scalar(
+                sa.select(Device).filter_by(
+                    platform=fp["platform"], name=fp["name"], vendor=fp["vendor"], driver=fp["driver"]
+                )
+            )
             if row is None:
-                row = Device(platform=fp["platform"], name=fp["name"], vendor=fp["vendor"],
-                             driver=fp["driver"], type=info.type, info=json.dumps(info.to_dict()))
+                row = Device(
+                    platform=fp["platform"],
+                    name=fp["name"],
+                    vendor=fp["vendor"],
+                    driver=fp["driver"],
+                    type=info.type,
+                    info=json.dumps(info.to_dict()),
+                )
                 s.add(row)
                 s.flush()
             return row.id
 
     def problem_id(self, filter_width: int, out_width: int, out_height: int) -> int:
         with self.session() as s:
-            row = s.scalar(sa.select(Problem).filter_by(filter_width=filter_width, out_width=out_width,
-                                                        out_height=out_height, dtype="float32"))
+            row = s.scalar(
+                sa.select(Problem).filter_by(
+                    filter_width=filter_width, out_width=out_width, out_height=out_height, dtype="float32"
+                )
+            )
             if row is None:
-                row = Problem(filter_width=filter_width, out_width=out_width, out_height=out_height,
-                              dtype="float32")
+                row = Problem(
+                    filter_width=filter_width, out_width=out_width, out_height=out_height, dtype="float32"
+                )
                 s.add(row)
                 s.flush()
             return row.id
@@ -230,11 +243,10 @@ class Store:
             s.flush()
             return run
 
-    def resumable_run(self, device_id: int, key: str) -> Run | None:
+    def latest_run(self, device_id: int, key: str) -> Run | None:
         with self.session() as s:
             return s.scalar(
-                sa.select(Run).filter_by(device_id=device_id, key=key)
-                .where(Run.status != "finished").order_by(Run.id.desc()).limit(1)
+                sa.select(Run).filter_by(device_id=device_id, key=key).order_by(Run.id.desc()).limit(1)
             )
 
     def set_run_status(self, run_id: int, status: str) -> None:
@@ -256,15 +268,24 @@ class Store:
         with self.session() as s:
             row = s.get(Best, (device_id, problem_id))
             if row is None:
-                s.add(Best(device_id=device_id, problem_id=problem_id, trial_id=trial.id,
-                           config=trial.config, time_ms=time_ms, updated_at=now()))
+                s.add(
+                    Best(
+                        device_id=device_id,
+                        problem_id=problem_id,
+                        trial_id=trial.id,
+                        config=trial.config,
+                        time_ms=time_ms,
+                        updated_at=now(),
+                    )
+                )
             else:
                 row.trial_id, row.config, row.time_ms, row.updated_at = trial.id, trial.config, time_ms, now()
 
     # --- reads --------------------------------------------------------------
 
-    def trials(self, run_id: int | None = None, device_id: int | None = None,
-               problem_id: int | None = None) -> list[Trial]:
+    def trials(
+        self, run_id: int | None = None, device_id: int | None = None, problem_id: int | None = None
+    ) -> list[Trial]:
         query = sa.select(Trial).order_by(Trial.id)
         if run_id is not None:
             query = query.where(Trial.run_id == run_id)
@@ -279,21 +300,29 @@ class Store:
         """An earlier measurement of this exact point (not a re-timing)."""
         with self.session() as s:
             return s.scalar(
-                sa.select(Trial).filter_by(device_id=device_id, problem_id=problem_id, config_key=key)
-                .where(Trial.origin != "retime", Trial.origin != "cached").order_by(Trial.id).limit(1)
+                sa.select(Trial)
+                .filter_by(device_id=device_id, problem_id=problem_id, config_key=key)
+                .where(Trial.origin != "retime", Trial.origin != "cached")
+                .order_by(Trial.id)
+                .limit(1)
             )
 
     def runs(self) -> list[tuple[Run, Device]]:
         with self.session() as s:
-            return [(r, d) for r, d in s.execute(
-                sa.select(Run, Device).join(Device, Run.device_id == Device.id).order_by(Run.id))]
+            return [
+                (r, d)
+                for r, d in s.execute(
+                    sa.select(Run, Device).join(Device, Run.device_id == Device.id).order_by(Run.id)
+                )
+            ]
 
     def run(self, run_id: int) -> Run | None:
         with self.session() as s:
             return s.get(Run, run_id)
 
-    def best(self, device_id: int | None = None, filter_width: int | None = None
-             ) -> list[tuple[Best, Device, Problem]]:
+    def best(
+        self, device_id: int | None = None, filter_width: int | None = None
+    ) -> list[tuple[Best, Device, Problem]]:
         query = (
             sa.select(Best, Device, Problem)
             .join(Device, Best.device_id == Device.id)

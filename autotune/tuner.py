@@ -1,0 +1,427 @@
+"""Tune kernels on a device: the search loop per filter width, every trial persisted.
+
+Order per filter width: the seed presets (so the result is never worse than the seed
+kernels), then the best configs of neighbouring widths on the same device (warm start),
+then the sampler. Points already measured for this device and problem are answered from
+the database. At the end the top few are re-timed interleaved, and the winner becomes
+the best kernel for (device, problem).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune import __version__
+from autotune.devices import DeviceInfo
+from autotune.evaluate import Evaluator
+from autotune.reference import Problem
+from autotune.search import Search
+from autotune.space import Config
+from autotune.store import Store, Trial, config_key
+from autotune.worker import Measurement, Status, TimingPolicy
+
+MAX_INVALID_IN_A_ROW = 500
+
+
+@dataclass(frozen=True)
+class Budget:
+    trials: int | None = 60  # per filter width, counting measured and cached points
+    time_s: float | None = None  # for the whole search, shared among filter widths
+
+
+@dataclass
+class WidthResult:
+    filter_width: int
+    problem: Problem
+    trials: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    best_ms: float | None = None
+    best_config: Config | None = None
+    baseline_ms: float | None = None
+    best_seed_ms: float | None = None
+    best_seed_preset: str | None = None
+    interrupted: bool = False
+
+    @property
+    def gflops(self) -> float | None:
+        return self.problem.flops / (self.best_ms * 1e-3) / 1e9 if self.best_ms else None
+
+    @property
+    def gbs(self) -> float | None:
+        return self.problem.min_bytes / (self.best_ms * 1e-3) / 1e9 if self.best_ms else None
+
+
+class StopFlag:
+    """Ctrl-C once: finish the current trial, then stop. Twice: stop now."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextmanager
+    def installed(self) -> Iterator[StopFlag]:
+        def handler(signum: int, frame: Any) -> None:
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+
+        try:
+            previous = signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread: no signal handling
+            yield self
+            return
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+class Tuner:
+    def __init__(
+        self,
+        store: Store,
+        device_index: int,
+        device: DeviceInfo,
+        filter_widths: list[int],
+        image_size: tuple[int, int],
+        sampler: str = "tpe",
+        seed: int = 0,
+        budget: Budget | None = None,
+        policy: TimingPolicy | None = None,
+        retime_top: int = 3,
+        retime_rounds: int = 3,
+        fresh: bool = False,
+        listener: Listener | None = None,
+    ) -> None:
+        self.store = store
+        self.device_index = device_index
+        self.device = device
+        self.filter_widths = filter_widths
+        self.image_size = image_size
+        self.sampler = sampler
+        self.seed = seed
+        self.budget = budget or Budget()
+        self.policy = policy
+        self.retime_top = retime_top
+        self.retime_rounds = retime_rounds
+        self.fresh = fresh
+        self.listener = listener or (lambda kind, data: None)
+        self.stop = StopFlag()
+        self.run_id: int | None = None
+        self.resumed = False
+        self.already_finished = False
+
+    # -- the run -------------------------------------------------------------
+
+    def _run_key(self) -> str:
+        return json.dumps(
+            {
+                "widths": self.filter_widths,
+                "size": list(self.image_size),
+                "sampler": self.sampler,
+                "seed": self.seed,
+                "trials": self.budget.trials,
+                "time": self.budget.time_s,
+            },
+            sort_keys=True,
+        )
+
+    def run(self) -> list[WidthResult]:
+        device_id = self.store.device_id(self.device)
+        key = self._run_key()
+        previous = None if self.fresh else self.store.latest_run(device_id, key)
+        if previous is not None and previous.status == "finished":
+            # The same search is already done: report it instead of measuring again.
+            self.run_id, self.already_finished = previous.id, True
+            self.listener("run", {"run_id": self.run_id, "resumed": False, "finished": True})
+            return [self._summary_of(device_id, width) for width in self.filter_widths]
+        if previous is not None:
+            self.run_id, self.resumed = previous.id, True
+            self.store.set_run_status(previous.id, "running")
+        else:
+            run = self.store.start_run(
+                device_id=device_id,
+                key=key,
+                filter_widths=",".join(map(str, self.filter_widths)),
+                out_width=self.image_size[0],
+                out_height=self.image_size[1],
+                sampler=self.sampler,
+                seed=self.seed,
+                trials_budget=self.budget.trials,
+                time_budget_s=self.budget.time_s,
+                tool_version=__version__,
+            )
+            self.run_id = run.id
+        self.listener("run", {"run_id": self.run_id, "resumed": self.resumed, "finished": False})
+        results: list[WidthResult] = []
+        status = "failed"
+        deadline = time.monotonic() + self.budget.time_s if self.budget.time_s else None
+        try:
+            with self.stop.installed(), Evaluator(self.device_index, policy=self.policy) as evaluator:
+                for position, width in enumerate(self.filter_widths):
+                    width_deadline = None
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        width_deadline = time.monotonic() + max(0.0, left) / (
+                            len(self.filter_widths) - position
+                        )
+                    results.append(self._tune_width(evaluator, device_id, width, width_deadline))
+                    if self.stop.requested:
+                        break
+            status = "interrupted" if self.stop.requested else "finished"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        finally:
+            self.store.set_run_status(self.run_id, status)
+        return results
+
+    # -- one filter width ----------------------------------------------------
+
+    def _tune_width(
+        self, evaluator: Evaluator, device_id: int, width: int, deadline: float | None
+    ) -> WidthResult:
+        assert self.run_id is not None
+        space = evaluator.space
+        problem = Problem(width, self.image_size[0], self.image_size[1], seed=0)
+        problem_id = self.store.problem_id(width, *self.image_size)
+        result = WidthResult(width, problem)
+        search = Search(space, self.sampler, self.seed + width)
+
+        known: dict[str, Trial] = {}  # config key -> first measurement on this device and problem
+        mine = 0
+        for trial in self.store.trials(device_id=device_id, problem_id=problem_id):
+            counted = trial.origin != "retime" and trial.status != Status.INVALID.value
+            if trial.run_id == self.run_id and counted:
+                mine += 1
+                if trial.status != Status.OK.value:
+                    result.failures[trial.status] += 1
+            if trial.origin in ("retime", "cached") or trial.config_key in known:
+                continue
+            known[trial.config_key] = trial
+            if trial.status != Status.INVALID.value:
+                search.add_history(json.loads(trial.config), trial.time_ms if trial.status == "ok" else None)
+        measured_here = {t.config_key for t in self.store.trials(run_id=self.run_id, problem_id=problem_id)}
+
+        queued: dict[str, str] = {}  # config key -> why it was put first
+        for preset in space.presets.values():
+            queued.setdefault(config_key(preset.config), "preset")
+        for config in self._neighbour_bests(device_id, width):
+            queued.setdefault(config_key(config), "warm")
+        for key in queued:
+            if key not in measured_here:
+                search.enqueue(json.loads(key))
+
+        total = self.budget.trials
+        self.listener("width", {"filter_width": width, "total": total, "done": mine})
+        result.trials = mine
+        invalid_in_a_row = 0
+        while (total is None or result.trials < total) and not self.stop.requested:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            if search.exhausted:
+                break
+            optuna_trial, config = search.ask()
+            key = config_key(config)
+            reasons = space.violations(config, width, self.device)
+            if reasons:
+                search.tell(optuna_trial, None)
+                invalid_in_a_row += 1
+                if key not in known:
+                    known[key] = self.store.add_trial(
+                        run_id=self.run_id,
+                        device_id=device_id,
+                        problem_id=problem_id,
+                        number=-1,
+                        origin="sampler",
+                        config=json.dumps(config),
+                        config_key=key,
+                        status=Status.INVALID.value,
+                        time_ms=None,
+                        min_ms=None,
+                        max_ms=None,
+                        runs=0,
+                        compile_ms=None,
+                        max_error=None,
+                        error="; ".join(reasons),
+                    )
+                if invalid_in_a_row >= MAX_INVALID_IN_A_ROW:
+                    break
+                continue
+            invalid_in_a_row = 0
+            origin = queued.pop(key, "sampler")
+            if key in known:
+                earlier = known[key]
+                record = self.store.add_trial(
+                    run_id=self.run_id,
+                    device_id=device_id,
+                    problem_id=problem_id,
+                    number=result.trials,
+                    origin="cached",
+                    config=earlier.config,
+                    config_key=key,
+                    status=earlier.status,
+                    time_ms=earlier.time_ms,
+                    min_ms=earlier.min_ms,
+                    max_ms=earlier.max_ms,
+                    runs=0,
+                    compile_ms=None,
+                    max_error=earlier.max_error,
+                    error=earlier.error,
+                )
+                value = earlier.time_ms if earlier.status == Status.OK.value else None
+            else:
+                measurement = evaluator.evaluate(config, problem)
+                record = self._record(measurement, config, key, origin, device_id, problem_id, result.trials)
+                known[key] = record
+                value = measurement.time_ms if measurement.ok else None
+            search.tell(optuna_trial, value)
+            result.trials += 1
+            if record.status != Status.OK.value:
+                result.failures[record.status] += 1
+            self.listener(
+                "trial",
+                {
+                    "filter_width": width,
+                    "trial": record,
+                    "done": result.trials,
+                    "total": total,
+                    "failures": dict(result.failures),
+                },
+            )
+
+        result.interrupted = self.stop.requested
+        if not self.stop.requested:
+            self._retime(evaluator, device_id, problem_id, problem, result)
+        self._summarise(device_id, problem_id, result)
+        self.listener("width_done", {"filter_width": width, "result": result})
+        return result
+
+    def _record(
+        self,
+        m: Measurement,
+        config: Config,
+        key: str,
+        origin: str,
+        device_id: int,
+        problem_id: int,
+        number: int,
+    ) -> Trial:
+        assert self.run_id is not None
+        return self.store.add_trial(
+            run_id=self.run_id,
+            device_id=device_id,
+            problem_id=problem_id,
+            number=number,
+            origin=origin,
+            config=json.dumps(config),
+            config_key=key,
+            status=m.status.value,
+            time_ms=m.time_ms,
+            min_ms=m.min_ms,
+            max_ms=m.max_ms,
+            runs=m.runs,
+            compile_ms=m.compile_ms,
+            max_error=m.max_error,
+            error=m.error,
+        )
+
+    def _neighbour_bests(self, device_id: int, width: int) -> list[Config]:
+        """Best configs of this device at the nearest other filter widths (same image size)."""
+        rows = [
+            (abs(problem.filter_width - width), json.loads(best.config))
+            for best, _, problem in self.store.best(device_id=device_id)
+            if problem.filter_width != width
+            and (problem.out_width, problem.out_height) == tuple(self.image_size)
+        ]
+        rows.sort(key=lambda item: item[0])
+        configs: list[Config] = []
+        for _, config in rows:
+            if config not in configs:
+                configs.append(config)
+        return configs[:3]
+
+    def _retime(
+        self, evaluator: Evaluator, device_id: int, problem_id: int, problem: Problem, result: WidthResult
+    ) -> None:
+        """Re-time the top few side by side, several rounds, before naming a winner."""
+        ok = [
+            t
+            for t in self.store.trials(device_id=device_id, problem_id=problem_id)
+            if t.status == Status.OK.value and t.origin not in ("retime", "cached")
+        ]
+        if not ok:
+            return
+        ok.sort(key=lambda t: t.time_ms or float("inf"))
+        candidates: list[Trial] = []
+        for trial in ok:
+            if trial.config_key not in {c.config_key for c in candidates}:
+                candidates.append(trial)
+            if len(candidates) >= self.retime_top:
+                break
+        rounds = self.retime_rounds if len(candidates) > 1 else 1
+        times: dict[str, list[float]] = {c.config_key: [] for c in candidates}
+        last: dict[str, Trial] = {}
+        for _ in range(rounds):
+            for candidate in candidates:
+                if self.stop.requested:
+                    return
+                config = json.loads(candidate.config)
+                m = evaluator.evaluate(config, problem)
+                last[candidate.config_key] = self._record(
+                    m, config, candidate.config_key, "retime", device_id, problem_id, -1
+                )
+                if m.ok and m.time_ms is not None:
+                    times[candidate.config_key].append(m.time_ms)
+        scored = [(statistics.median(v), k) for k, v in times.items() if len(v) == rounds]
+        if not scored:
+            return
+        time_ms, winner_key = min(scored)
+        self.store.set_best(device_id, problem_id, last[winner_key], time_ms)
+
+    def _summary_of(self, device_id: int, width: int) -> WidthResult:
+        problem_id = self.store.problem_id(width, *self.image_size)
+        result = WidthResult(width, Problem(width, self.image_size[0], self.image_size[1]))
+        for trial in self.store.trials(run_id=self.run_id, problem_id=problem_id):
+            if trial.origin != "retime" and trial.status != Status.INVALID.value:
+                result.trials += 1
+                if trial.status != Status.OK.value:
+                    result.failures[trial.status] += 1
+        self._summarise(device_id, problem_id, result)
+        return result
+
+    def _summarise(self, device_id: int, problem_id: int, result: WidthResult) -> None:
+        for best, _, problem in self.store.best(device_id=device_id):
+            if problem.id == problem_id:
+                result.best_ms = best.time_ms
+                result.best_config = json.loads(best.config)
+        if result.best_ms is None:  # interrupted before re-timing: the best seen so far
+            ok = [
+                t
+                for t in self.store.trials(run_id=self.run_id, problem_id=problem_id)
+                if t.status == Status.OK.value and t.time_ms is not None
+            ]
+            if ok:
+                top = min(ok, key=lambda t: t.time_ms or 0.0)
+                result.best_ms, result.best_config = top.time_ms, json.loads(top.config)
+        from autotune.space import convolution_space
+
+        presets = {config_key(p.config): name for name, p in convolution_space().presets.items()}
+        seed_times: dict[str, float] = {}
+        for t in self.store.trials(device_id=device_id, problem_id=problem_id):
+            if t.status == Status.OK.value and t.config_key in presets and t.time_ms is not None:
+                name = presets[t.config_key]
+                seed_times[name] = min(seed_times.get(name, float("inf")), t.time_ms)
+        result.baseline_ms = seed_times.get("baseline")
+        if seed_times:
+            result.best_seed_preset, result.best_seed_ms = min(seed_times.items(), key=lambda kv: kv[1])

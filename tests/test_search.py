@@ -1,0 +1,315 @@
+"""`autotune search` end to end on PoCL with a real SQLite file, in subprocesses."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autotune.search import Search
+from autotune.space import SearchSpace
+from tests.conftest import ROOT, run_cli
+
+SMALL = ["-d", "0", "-s", "40x24"]
+
+
+def db_url(path) -> str:
+    return f"sqlite:///{path}"
+
+
+def rows(path, sql, *args):
+    with sqlite3.connect(path) as connection:
+        return connection.execute(sql, args).fetchall()
+
+
+def counted_trials(path, run_id):
+    return rows(
+        path,
+        "SELECT COUNT(*) FROM autotune_trials WHERE run_id = ? AND origin != 'retime'"
+        " AND status != 'invalid'",
+        run_id,
+    )[0][0]
+
+
+def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
+    path = tmp_path / "tune.db"
+    result = run_cli(
+        "search", *SMALL, "-f", "3,4", "--trials", "12", "--sampler", "random", "--db", db_url(path), "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert [r["filter_width"] for r in summary["results"]] == [3, 4]
+    for r in summary["results"]:
+        assert r["trials"] == 12 and r["best_ms"] > 0 and r["baseline_ms"] > 0
+        assert r["best_seed_preset"] is not None
+
+    best = json.loads(run_cli("best", "--db", db_url(path), "--json").stdout)
+    assert {b["filter_width"] for b in best} == {3, 4}
+    for b in best:
+        trial = rows(
+            path, "SELECT status, config, time_ms, origin FROM autotune_trials WHERE id = ?", b["trial_id"]
+        )[0]
+        assert trial[0] == "ok" and json.loads(trial[1]) == b["config"] and trial[3] == "retime"
+        # the best is the fastest re-timed config, and re-timing medians are what it reports
+        retimed = rows(
+            path,
+            "SELECT config_key, time_ms FROM autotune_trials t JOIN autotune_problems p"
+            " ON t.problem_id = p.id WHERE origin = 'retime' AND p.filter_width = ?",
+            b["filter_width"],
+        )
+        by_config = {}
+        for key, ms in retimed:
+            by_config.setdefault(key, []).append(ms)
+        medians = {k: sorted(v)[len(v) // 2] for k, v in by_config.items() if len(v) == 3}
+        assert b["time_ms"] == pytest.approx(min(medians.values()))
+        # never a failed variant
+        assert all(
+            s == "ok" for (s,) in rows(path, "SELECT status FROM autotune_trials WHERE config = ?", trial[1])
+        )
+    only3 = json.loads(run_cli("best", "--db", db_url(path), "-f", "3", "-d", "0", "--json").stdout)
+    assert [b["filter_width"] for b in only3] == [3]
+
+    history = json.loads(run_cli("history", "--db", db_url(path), "--json").stdout)
+    assert len(history) == 1 and history[0]["status"] == "finished"
+    trials = json.loads(run_cli("show", str(history[0]["run_id"]), "--db", db_url(path), "--json").stdout)
+    assert {t["origin"] for t in trials} >= {"preset", "retime"}
+    assert all(t["error"] for t in trials if t["status"] != "ok")
+    for command in (["best"], ["history"], ["show", "1"]):
+        shown = run_cli(*command, "--db", db_url(path))
+        assert shown.returncode == 0 and shown.stdout.strip(), shown.stderr
+
+    # The same command again does not measure again.
+    again = run_cli(
+        "search", *SMALL, "-f", "3,4", "--trials", "12", "--sampler", "random", "--db", db_url(path), "--json"
+    )
+    assert again.returncode == 0 and json.loads(again.stdout)["run_id"] == summary["run_id"]
+    assert len(json.loads(run_cli("history", "--db", db_url(path), "--json").stdout)) == 1
+
+
+def _start_search(path, trials):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autotune",
+            "search",
+            *SMALL,
+            "-f",
+            "3",
+            "--trials",
+            str(trials),
+            "--sampler",
+            "random",
+            "--db",
+            db_url(path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _wait_for_trials(path, at_least, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.exists():
+            try:
+                if (
+                    rows(path, "SELECT COUNT(*) FROM autotune_trials WHERE status != 'invalid'")[0][0]
+                    >= at_least
+                ):
+                    return
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("search made no progress")
+
+
+def test_kill_9_loses_nothing_and_the_same_command_resumes(tmp_path):
+    path = tmp_path / "tune.db"
+    process = _start_search(path, 25)
+    _wait_for_trials(path, 8)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    before = rows(path, "SELECT id, config_key, status, time_ms FROM autotune_trials ORDER BY id")
+    assert len(before) >= 8
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(path, "SELECT status FROM autotune_runs") == [("running",)]
+
+    result = run_cli(
+        "search", *SMALL, "-f", "3", "--trials", "25", "--sampler", "random", "--db", db_url(path)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "resuming run 1" in result.stderr
+    after = rows(path, "SELECT id, config_key, status, time_ms FROM autotune_trials ORDER BY id")
+    assert after[: len(before)] == before
+    assert rows(path, "SELECT id, status FROM autotune_runs") == [(1, "finished")]
+    assert counted_trials(path, 1) == 25
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_ctrl_c_stops_after_the_trial_and_keeps_everything(tmp_path):
+    path = tmp_path / "tune.db"
+    process = _start_search(path, 400)
+    _wait_for_trials(path, 5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "saved" in err
+    assert "best kernels" in out  # the summary so far
+    assert rows(path, "SELECT status FROM autotune_runs") == [("interrupted",)]
+    assert counted_trials(path, 1) >= 5
+
+
+def test_two_searches_on_one_sqlite_file(tmp_path):
+    path = tmp_path / "tune.db"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "autotune",
+                "search",
+                *SMALL,
+                "-f",
+                width,
+                "--trials",
+                "14",
+                "--sampler",
+                "random",
+                "--seed",
+                seed,
+                "--db",
+                db_url(path),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for width, seed in (("3", "1"), ("5", "2"))
+    ]
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        assert "locked" not in err
+    runs = rows(path, "SELECT id, status FROM autotune_runs ORDER BY id")
+    assert [status for _, status in runs] == ["finished", "finished"]
+    for run_id, _ in runs:
+        assert counted_trials(path, run_id) == 14
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_optuna_storage_can_share_the_database(tmp_path):
+    import optuna
+
+    path = tmp_path / "shared.db"
+    storage = optuna.storages.RDBStorage(db_url(path))
+    optuna.create_study(storage=storage, study_name="someone-else").optimize(
+        lambda t: t.suggest_float("x", 0, 1), n_trials=2
+    )
+    result = run_cli(
+        "search", *SMALL, "-f", "3", "--trials", "8", "--sampler", "random", "--db", db_url(path)
+    )
+    assert result.returncode == 0, result.stderr
+    tables = {name for (name,) in rows(path, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"studies", "trials", "alembic_version", "autotune_trials", "autotune_alembic_version"} <= tables
+    assert len(optuna.load_study(study_name="someone-else", storage=storage).trials) == 2
+
+
+def _snapshot(path):
+    """The database's content (a WAL checkpoint may move bytes without changing rows)."""
+    if not path.exists():
+        return None
+    if path.read_bytes()[:16] != b"SQLite format 3\x00":
+        return path.read_bytes()
+    with sqlite3.connect(path) as connection:
+        return list(connection.iterdump())
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--db", "notaurl"], "not a database URL"),
+        (["--db", "nosuchdriver://x/y"], "unsupported database URL"),
+        (["--sampler", "annealing"], "unknown sampler"),
+        (["--trials", "0"], "--trials must be positive"),
+        (["--trials", "-5"], "--trials must be positive"),
+        (["--time-budget", "0"], "--time-budget must be"),
+        (["--time-budget", "-1"], "--time-budget must be"),
+        (["-f", "3,,5"], "comma list"),
+        (["-f", "three"], "comma list"),
+        (["-s", "10x"], "WIDTHxHEIGHT"),
+        (["-d", "42"], "unknown device"),
+    ],
+)
+def test_bad_search_input_is_one_line_exit_2_and_touches_nothing(tmp_path, args, message):
+    path = tmp_path / "tune.db"
+    run_cli("search", *SMALL, "-f", "3", "--trials", "3", "--sampler", "random", "--db", db_url(path))
+    before = _snapshot(path)
+    base = {"-d": "0", "-s": "40x24", "-f": "3", "--db": db_url(path), "--trials": "3"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    argv = [part for pair in base.items() for part in pair]
+    result = run_cli("search", *argv)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr
+    assert _snapshot(path) == before
+
+
+def test_bad_database_files(tmp_path):
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(os.urandom(4096))
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    future = tmp_path / "future.db"
+    assert run_cli("search", *SMALL, "-f", "3", "--trials", "2", "--db", db_url(future)).returncode == 0
+    with sqlite3.connect(future) as connection:
+        connection.execute("UPDATE autotune_alembic_version SET version_num = '9999'")
+    cases = [
+        (corrupt, "not an SQLite database"),
+        (folder, "directory"),
+        (future, "newer autotune"),
+    ]
+    if os.geteuid() != 0:  # root writes anywhere
+        cases.append((readonly / "x.db", "cannot write"))
+    for path, message in cases:
+        before = _snapshot(path) if path.is_file() else None
+        for command in (["search", *SMALL, "-f", "3", "--trials", "2"], ["best"], ["history"]):
+            result = run_cli(*command, "--db", db_url(path))
+            assert result.returncode == 2, (path, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and message in lines[0], (path, result.stderr)
+        if before is not None:
+            assert _snapshot(path) == before
+
+
+def test_show_unknown_run(tmp_path):
+    result = run_cli("show", "7", "--db", db_url(tmp_path / "x.db"))
+    assert result.returncode == 2 and "no run 7" in result.stderr
+
+
+def test_search_engine_is_generic():
+    """The same engine optimises a space that has nothing to do with kernels."""
+    space = SearchSpace.from_dict(
+        {"knobs": {"x": {"values": list(range(10))}, "y": {"values": list(range(10))}}}
+    )
+    search = Search(space, "tpe", seed=1)
+    best = None
+    for _ in range(40):
+        trial, config = search.ask()
+        value = (config["x"] - 7) ** 2 + (config["y"] - 2) ** 2
+        search.tell(trial, value)
+        best = value if best is None else min(best, value)
+    assert best <= 1

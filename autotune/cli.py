@@ -322,6 +322,12 @@ def _device_row(store: Any, device_index: int | None) -> int | None:
 @click.option("--sampler", default="tpe", show_default=True, help="tpe, random, cmaes or grid.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
+@click.option(
+    "--compilers",
+    type=int,
+    default=None,
+    help="Processes compiling ahead [default: cores-1 on GPUs, 0 on CPUs].",
+)
 @click.option("--db", "db_url", default=None, help=DB_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def search(
@@ -333,6 +339,7 @@ def search(
     sampler: str,
     seed: int,
     fresh: bool,
+    compilers: int | None,
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -348,6 +355,8 @@ def search(
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
     if trials <= 0:
         raise UsageError(f"--trials must be positive, got {trials}")
+    if compilers is not None and not 0 <= compilers <= 64:
+        raise UsageError(f"--compilers must be from 0 to 64, got {compilers}")
     if time_budget is not None and not time_budget > 0:
         raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
     device = device_info(device_index)
@@ -403,6 +412,7 @@ def search(
         budget=Budget(trials=trials, time_s=time_budget),
         fresh=fresh,
         listener=listen,
+        compilers=compilers,
     )
     with progress:
         results = tuner.run()

@@ -21,6 +21,7 @@ SAMPLERS = ("tpe", "random", "cmaes", "grid")
 
 optuna.logging.set_verbosity(logging.ERROR)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+warnings.filterwarnings("ignore", message=".*warn_independent_sampling.*", category=FutureWarning)
 
 
 def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.BaseSampler:

@@ -13,20 +13,23 @@ import json
 import signal
 import statistics
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent.futures import Future
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import __version__
+from autotune.codegen import KernelVariant, generate
+from autotune.compiler import CompilePool, default_compilers
 from autotune.devices import DeviceInfo
 from autotune.evaluate import Evaluator
 from autotune.reference import Problem
 from autotune.search import Search
 from autotune.space import Config
 from autotune.store import Store, Trial, config_key
-from autotune.worker import Measurement, Status, TimingPolicy
+from autotune.worker import Compiled, Measurement, Status, TimingPolicy
 
 MAX_INVALID_IN_A_ROW = 500
 
@@ -86,6 +89,18 @@ class StopFlag:
 Listener = Callable[[str, dict[str, Any]], None]
 
 
+@dataclass
+class _Pending:
+    """A point asked of the sampler, waiting for its turn on the device."""
+
+    trial: Any
+    config: Config
+    key: str
+    origin: str
+    variant: KernelVariant | None = None
+    future: Future[Compiled] | None = None
+
+
 class Tuner:
     def __init__(
         self,
@@ -102,6 +117,7 @@ class Tuner:
         retime_rounds: int = 3,
         fresh: bool = False,
         listener: Listener | None = None,
+        compilers: int | None = None,
     ) -> None:
         self.store = store
         self.device_index = device_index
@@ -115,6 +131,8 @@ class Tuner:
         self.retime_top = retime_top
         self.retime_rounds = retime_rounds
         self.fresh = fresh
+        self.compilers = compilers  # processes compiling ahead; None: all but one core on GPUs, none on CPUs
+        self.compile_pool: CompilePool | None = None
         self.listener = listener or (lambda kind, data: None)
         self.stop = StopFlag()
         self.run_id: int | None = None
@@ -167,7 +185,17 @@ class Tuner:
         status = "failed"
         deadline = time.monotonic() + self.budget.time_s if self.budget.time_s else None
         try:
-            with self.stop.installed(), Evaluator(self.device_index, policy=self.policy) as evaluator:
+            compilers = (
+                self.compilers
+                if self.compilers is not None
+                else (0 if self.device.is_cpu else default_compilers())
+            )
+            with (
+                self.stop.installed(),
+                Evaluator(self.device_index, policy=self.policy) as evaluator,
+                CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,
+            ):
+                self.compile_pool = pool
                 for position, width in enumerate(self.filter_widths):
                     width_deadline = None
                     if deadline is not None:
@@ -225,67 +253,54 @@ class Tuner:
         total = self.budget.trials
         self.listener("width", {"filter_width": width, "total": total, "done": mine})
         result.trials = mine
+        pool = self.compile_pool
+        lookahead = pool.size if pool is not None else 1
+        pending: deque[_Pending] = deque()
         invalid_in_a_row = 0
-        while (total is None or result.trials < total) and not self.stop.requested:
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            if search.exhausted:
-                break
-            optuna_trial, config = search.ask()
-            key = config_key(config)
-            reasons = space.violations(config, width, self.device)
-            if reasons:
-                search.tell(optuna_trial, None)
-                invalid_in_a_row += 1
-                if key not in known:
-                    known[key] = self.store.add_trial(
-                        run_id=self.run_id,
-                        device_id=device_id,
-                        problem_id=problem_id,
-                        number=-1,
-                        origin="sampler",
-                        config=json.dumps(config),
-                        config_key=key,
-                        status=Status.INVALID.value,
-                        time_ms=None,
-                        min_ms=None,
-                        max_ms=None,
-                        runs=0,
-                        compile_ms=None,
-                        max_error=None,
-                        error="; ".join(reasons),
-                    )
-                if invalid_in_a_row >= MAX_INVALID_IN_A_ROW:
+        asking = True
+        while not self.stop.requested and (total is None or result.trials < total):
+            # Keep `lookahead` valid points in flight: their compiles run while one is timed.
+            while (
+                asking
+                and len(pending) < lookahead
+                and (total is None or result.trials + len(pending) < total)
+            ):
+                if (deadline is not None and time.monotonic() >= deadline) or search.exhausted:
+                    asking = False
                     break
-                continue
-            invalid_in_a_row = 0
-            origin = queued.pop(key, "sampler")
-            if key in known:
-                earlier = known[key]
-                record = self.store.add_trial(
-                    run_id=self.run_id,
-                    device_id=device_id,
-                    problem_id=problem_id,
-                    number=result.trials,
-                    origin="cached",
-                    config=earlier.config,
-                    config_key=key,
-                    status=earlier.status,
-                    time_ms=earlier.time_ms,
-                    min_ms=earlier.min_ms,
-                    max_ms=earlier.max_ms,
-                    runs=0,
-                    compile_ms=None,
-                    max_error=earlier.max_error,
-                    error=earlier.error,
-                )
-                value = earlier.time_ms if earlier.status == Status.OK.value else None
+                optuna_trial, config = search.ask()
+                key = config_key(config)
+                reasons = space.violations(config, width, self.device)
+                if reasons:
+                    search.tell(optuna_trial, None)
+                    if key not in known:
+                        known[key] = self._record_invalid(config, key, reasons, device_id, problem_id)
+                    invalid_in_a_row += 1
+                    asking = invalid_in_a_row < MAX_INVALID_IN_A_ROW
+                    continue
+                invalid_in_a_row = 0
+                item = _Pending(optuna_trial, config, key, queued.pop(key, "sampler"))
+                if key not in known and all(p.key != key for p in pending):
+                    item.variant = generate(config, width, space)
+                    item.future = pool.submit(item.variant) if pool is not None else None
+                pending.append(item)
+            if not pending:
+                break
+            item = pending.popleft()
+            if item.key in known:
+                record = self._record_cached(known[item.key], result.trials, device_id, problem_id)
             else:
-                measurement = evaluator.evaluate(config, problem)
-                record = self._record(measurement, config, key, origin, device_id, problem_id, result.trials)
-                known[key] = record
-                value = measurement.time_ms if measurement.ok else None
-            search.tell(optuna_trial, value)
+                variant = item.variant or generate(item.config, width, space)
+                compiled = item.future.result() if item.future is not None else None
+                if compiled is not None and compiled.status is not Status.OK:
+                    measurement = compiled.as_failure()
+                else:
+                    measurement = evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
+                record = self._record(
+                    measurement, item.config, item.key, item.origin, device_id, problem_id, result.trials
+                )
+                known[item.key] = record
+            search.tell(item.trial, record.time_ms if record.status == Status.OK.value else None)
             result.trials += 1
             if record.status != Status.OK.value:
                 result.failures[record.status] += 1
@@ -299,6 +314,9 @@ class Tuner:
                     "failures": dict(result.failures),
                 },
             )
+        for item in pending:  # asked but not needed: budget, time or Ctrl-C
+            if item.future is not None:
+                item.future.cancel()
 
         result.interrupted = self.stop.requested
         if not self.stop.requested:
@@ -306,6 +324,40 @@ class Tuner:
         self._summarise(device_id, problem_id, result)
         self.listener("width_done", {"filter_width": width, "result": result})
         return result
+
+    def _record_invalid(
+        self, config: Config, key: str, reasons: list[str], device_id: int, problem_id: int
+    ) -> Trial:
+        return self._record(
+            Measurement(Status.INVALID, error="; ".join(reasons)),
+            config,
+            key,
+            "sampler",
+            device_id,
+            problem_id,
+            -1,
+        )
+
+    def _record_cached(self, earlier: Trial, number: int, device_id: int, problem_id: int) -> Trial:
+        """A point measured before on this device and problem: answered, not re-run."""
+        assert self.run_id is not None
+        return self.store.add_trial(
+            run_id=self.run_id,
+            device_id=device_id,
+            problem_id=problem_id,
+            number=number,
+            origin="cached",
+            config=earlier.config,
+            config_key=earlier.config_key,
+            status=earlier.status,
+            time_ms=earlier.time_ms,
+            min_ms=earlier.min_ms,
+            max_ms=earlier.max_ms,
+            runs=0,
+            compile_ms=None,
+            max_error=earlier.max_error,
+            error=earlier.error,
+        )
 
     def _record(
         self,

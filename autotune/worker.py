@@ -8,6 +8,7 @@ variant. Timings come from OpenCL profiling events, never host clocks.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import enum
 import json
@@ -87,6 +88,19 @@ def _clip(text: str) -> str:
     return text if len(text) <= ERROR_TEXT_LIMIT else "..." + text[-ERROR_TEXT_LIMIT:]
 
 
+@dataclass
+class Compiled:
+    """A variant built ahead: its binary, or why it could not be built."""
+
+    status: Status
+    binary: bytes | None = None
+    compile_ms: float | None = None
+    error: str | None = None
+
+    def as_failure(self) -> Measurement:
+        return Measurement(self.status, error=self.error, compile_ms=self.compile_ms)
+
+
 class _Session:
     """Lives in the worker process: one context, the current problem's buffers."""
 
@@ -97,6 +111,7 @@ class _Session:
 
         self.cl = cl
         _, device = open_device(device_index)
+        self.device = device
         self.context = cl.Context([device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.problem: Problem | None = None
@@ -120,18 +135,50 @@ class _Session:
         self.output = cl.Buffer(self.context, mf.READ_WRITE, size=self.blank.nbytes)
         self.problem = problem
 
-    def measure(self, variant: KernelVariant, problem: Problem, policy: TimingPolicy) -> Measurement:
+    def compile(self, variant: KernelVariant) -> dict[str, Any]:
+        """Build from source; the binary lets the measuring worker skip the compiler."""
+        cl = self.cl
+        start = time.perf_counter()
+        try:
+            program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
+            cl.Kernel(program, variant.kernel_name)
+        except (cl.Error, cl.RuntimeError) as exc:
+            return {"error": _clip(str(exc)), "compile_ms": (time.perf_counter() - start) * 1e3}
+        compile_ms = (time.perf_counter() - start) * 1e3
+        return {"binary": base64.b64encode(program.binaries[0]).decode(), "compile_ms": compile_ms}
+
+    def _build(self, variant: KernelVariant, binary: bytes | None) -> Any:
+        cl = self.cl
+        if binary is not None:
+            try:
+                program = cl.Program(self.context, [self.device], [binary]).build(
+                    options=list(variant.build_options)
+                )
+                return cl.Kernel(program, variant.kernel_name)
+            except (cl.Error, cl.RuntimeError):
+                pass  # a binary the driver will not take back: compile the source instead
+        program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
+        return cl.Kernel(program, variant.kernel_name)
+
+    def measure(
+        self,
+        variant: KernelVariant,
+        problem: Problem,
+        policy: TimingPolicy,
+        binary: bytes | None = None,
+        compile_ms: float | None = None,
+    ) -> Measurement:
         import numpy as np
 
         cl = self.cl
         self._prepare(problem)
         start = time.perf_counter()
         try:
-            program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
-            kernel = cl.Kernel(program, variant.kernel_name)
+            kernel = self._build(variant, binary)
         except (cl.Error, cl.RuntimeError) as exc:
             return Measurement(Status.COMPILE_ERROR, error=_clip(str(exc)))
-        compile_ms = (time.perf_counter() - start) * 1e3
+        if compile_ms is None:
+            compile_ms = (time.perf_counter() - start) * 1e3
         kernel.set_args(
             self.input,
             self.filter,
@@ -227,10 +274,18 @@ def _serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
         if message is None:
             return
         variant = KernelVariant.from_dict(message["variant"])
-        problem = Problem(**message["problem"])
-        policy = TimingPolicy(**message["policy"])
         try:
-            result = session.measure(variant, problem, policy)
+            if message["op"] == "compile":
+                reply(session.compile(variant))
+                continue
+            binary = base64.b64decode(message["binary"]) if message.get("binary") else None
+            result = session.measure(
+                variant,
+                Problem(**message["problem"]),
+                TimingPolicy(**message["policy"]),
+                binary=binary,
+                compile_ms=message.get("compile_ms"),
+            )
         except Exception:  # noqa: BLE001 - any surprise is this variant's failure
             result = Measurement(Status.CRASHED, error=_clip(traceback.format_exc()))
         reply(result.to_dict())
@@ -342,18 +397,12 @@ class Worker:
                 pass
         self._kill()
 
-    def measure(
-        self, variant: KernelVariant, problem: Problem, policy: TimingPolicy | None = None
-    ) -> Measurement:
+    def _call(self, message: dict[str, Any]) -> dict[str, Any] | Measurement:
+        """Send one request; a failure of the process itself comes back as a Measurement."""
         if self._process is None or self._process.poll() is not None:
             self._kill()
             self._start()
         assert self._commands is not None
-        message = {
-            "variant": variant.to_dict(),
-            "problem": problem.to_dict(),
-            "policy": asdict(policy or TimingPolicy()),
-        }
         try:
             self._commands.write(json.dumps(message).encode() + b"\n")
             self._commands.flush()
@@ -361,7 +410,7 @@ class Worker:
         except OSError:
             reply = None
         if reply is not None:
-            return Measurement.from_dict(reply)
+            return reply
         assert self._process is not None
         if self._process.poll() is None:
             self._kill()
@@ -369,6 +418,34 @@ class Worker:
         note = self._death_note()
         self._kill()
         return Measurement(Status.CRASHED, error=f"worker process died ({note})")
+
+    def measure(
+        self,
+        variant: KernelVariant,
+        problem: Problem,
+        policy: TimingPolicy | None = None,
+        compiled: Compiled | None = None,
+    ) -> Measurement:
+        """Verify and time a variant; with `compiled`, the binary built ahead is used."""
+        message: dict[str, Any] = {
+            "op": "measure",
+            "variant": variant.to_dict(),
+            "problem": problem.to_dict(),
+            "policy": asdict(policy or TimingPolicy()),
+        }
+        if compiled is not None and compiled.binary is not None:
+            message["binary"] = base64.b64encode(compiled.binary).decode()
+            message["compile_ms"] = compiled.compile_ms
+        reply = self._call(message)
+        return reply if isinstance(reply, Measurement) else Measurement.from_dict(reply)
+
+    def compile(self, variant: KernelVariant) -> Compiled:
+        reply = self._call({"op": "compile", "variant": variant.to_dict()})
+        if isinstance(reply, Measurement):
+            return Compiled(status=reply.status, error=reply.error)
+        if "error" in reply:
+            return Compiled(Status.COMPILE_ERROR, error=reply["error"], compile_ms=reply["compile_ms"])
+        return Compiled(Status.OK, binary=base64.b64decode(reply["binary"]), compile_ms=reply["compile_ms"])
 
 
 def _describe_exit(code: int | None) -> str:

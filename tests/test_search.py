@@ -313,3 +313,39 @@ def test_search_engine_is_generic():
         search.tell(trial, value)
         best = value if best is None else min(best, value)
     assert best <= 1
+
+
+def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):
+    """Forced onto PoCL (where it is off by default), compiling ahead keeps every rule."""
+    path = tmp_path / "tune.db"
+    result = run_cli(
+        "search",
+        *SMALL,
+        "-f",
+        "3",
+        "--trials",
+        "16",
+        "--sampler",
+        "random",
+        "--compilers",
+        "2",
+        "--db",
+        db_url(path),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)["results"][0]
+    assert summary["trials"] == 16 and summary["best_ms"] > 0
+    assert counted_trials(path, 1) == 16
+    measured = rows(
+        path,
+        "SELECT status, compile_ms FROM autotune_trials WHERE origin IN ('preset', 'sampler')"
+        " AND status = 'ok'",
+    )
+    assert measured and all(ms is not None and ms > 0 for _, ms in measured)
+    keys = rows(
+        path,
+        "SELECT config_key FROM autotune_trials WHERE origin IN ('preset', 'sampler', 'warm')"
+        " AND status != 'invalid'",
+    )
+    assert len(keys) == len(set(keys))  # nothing measured twice

@@ -16,7 +16,8 @@ setup: $(VENV)/.installed
 # A real job on the default device (PoCL on a machine without a GPU).
 demo: setup
 	$(AUTOTUNE) devices
-	$(AUTOTUNE) study --device 0 --filter-width 3,5,9 --image-size 1024x1024
+	$(AUTOTUNE) search --device 0 --filter-width 3,5 --image-size 512x512 --trials 30
+	$(AUTOTUNE) best --device 0
 
 test: setup
 	$(PY) -m ruff check autotune tests bench

@@ -457,11 +457,8 @@ def _print_summary(
         )
         return
     table = Table(title=f"run {run_id}: best kernels on {device.name}, {size[0]}x{size[1]} output")
-    for column in ("F", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials", "config"):
-        if column == "config":
-            table.add_column(column, overflow="fold", min_width=30)
-        else:
-            table.add_column(column, justify="right")
+    for column in ("F", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials"):
+        table.add_column(column, justify="right")
     for r in results:
         seed = f"{_ratio(r.best_seed_ms, r.best_ms)} ({r.best_seed_preset})" if r.best_seed_preset else "-"
         table.add_row(
@@ -472,9 +469,16 @@ def _print_summary(
             _ratio(r.baseline_ms, r.best_ms),
             seed,
             str(r.trials),
-            json.dumps(r.best_config, separators=(",", ":")) if r.best_config else "-",
         )
     console.print(table)
+    _print_configs((r.filter_width, r.best_config) for r in results)
+
+
+def _print_configs(configs: Any) -> None:
+    """Configs under a table, one line each: too wide for a table column."""
+    for width, config in configs:
+        if config:
+            click.echo(f"F={width}: {json.dumps(config, separators=(',', ':'))}")
 
 
 @cli.command()
@@ -513,7 +517,7 @@ def best(device_index: int | None, filter_width: int | None, db_url: str | None,
         console.print("no tuned kernels yet (run `autotune search`)")
         return
     table = Table(title="best kernels")
-    for column in ("device", "F", "image", "ms", "GFLOP/s", "config"):
+    for column in ("device", "F", "image", "ms", "GFLOP/s"):
         table.add_column(column)
     for r in records:
         table.add_row(
@@ -522,9 +526,9 @@ def best(device_index: int | None, filter_width: int | None, db_url: str | None,
             "x".join(map(str, r["image_size"])),
             f"{r['time_ms']:.4f}",
             f"{r['gflops']:.1f}",
-            json.dumps(r["config"], separators=(",", ":")),
         )
     console.print(table)
+    _print_configs((r["filter_width"], r["config"]) for r in records)
 
 
 @cli.command()

@@ -1,3 +1,7 @@
 """JIT code generator and autotuner for OpenCL 2D image convolution."""
 
 __version__ = "0.1.0"
+
+from autotune.runtime import convolve, plan  # noqa: E402
+
+__all__ = ["convolve", "plan", "__version__"]

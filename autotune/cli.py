@@ -484,11 +484,32 @@ def _print_configs(configs: Any) -> None:
 @cli.command()
 @click.option("--device", "-d", "device_index", type=int, default=None, help="Only this device.")
 @click.option("--filter-width", "-f", "filter_width", type=int, default=None, help="Only this width.")
+@click.option(
+    "--image-size",
+    "-s",
+    "size_text",
+    default=None,
+    help="With -d and -f: the output WIDTHxHEIGHT to answer for.",
+)
 @click.option("--db", "db_url", default=None, help=DB_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def best(device_index: int | None, filter_width: int | None, db_url: str | None, as_json: bool) -> None:
-    """The best verified kernel per (device, filter width, image size)."""
+def best(
+    device_index: int | None,
+    filter_width: int | None,
+    size_text: str | None,
+    db_url: str | None,
+    as_json: bool,
+) -> None:
+    """The best verified kernel per (device, filter width, image size).
+
+    With both --device and --filter-width, answers like `autotune.convolve()` would,
+    and says which fallback level answered (exact, nearest_image_size, same_vendor,
+    default).
+    """
     store = _open_store(db_url)
+    if device_index is not None and filter_width is not None:
+        _best_with_fallback(store, device_index, filter_width, size_text, as_json)
+        return
     device_id = _device_row(store, device_index)
     rows = [] if device_id == -1 else store.best(device_id=device_id, filter_width=filter_width)
     records = []
@@ -508,6 +529,7 @@ def best(device_index: int | None, filter_width: int | None, db_url: str | None,
                 "gflops": flops / (row.time_ms * 1e-3) / 1e9,
                 "config": json.loads(row.config),
                 "trial_id": row.trial_id,
+                "fallback": "exact",
             }
         )
     if as_json:
@@ -529,6 +551,38 @@ def best(device_index: int | None, filter_width: int | None, db_url: str | None,
         )
     console.print(table)
     _print_configs((r["filter_width"], r["config"]) for r in records)
+
+
+def _best_with_fallback(
+    store: Any, device_index: int, filter_width: int, size_text: str | None, as_json: bool
+) -> None:
+    from autotune.codegen import check_filter_width
+    from autotune.lookup import choose
+
+    check_filter_width(filter_width)
+    info, mine = _best_rows_for(store, device_index)
+    if size_text:
+        size = parse_image_size(size_text)
+    else:
+        tuned = [(p.out_width, p.out_height) for _, _, p in mine if p.filter_width == filter_width]
+        size = max(tuned, key=lambda s: s[0] * s[1]) if tuned else (CPU_IMAGE if info.is_cpu else GPU_IMAGE)
+    choice = choose(store.best(), info, filter_width, size)
+    record = {
+        "device": info.fingerprint,
+        "filter_width": filter_width,
+        "image_size": list(size),
+        "fallback": choice.level,
+        "config": choice.config,
+        "time_ms": choice.time_ms,
+        "tuned_image_size": list(choice.tuned_image_size) if choice.tuned_image_size else None,
+        "tuned_device": choice.tuned_device,
+    }
+    if as_json:
+        _print_json(record)
+        return
+    timing = f"{choice.time_ms:.4f} ms when tuned" if choice.time_ms else "not tuned"
+    click.echo(f"F={filter_width} on {info.name}, {size[0]}x{size[1]}: {choice.level} ({timing})")
+    _print_configs([(filter_width, choice.config)])
 
 
 @cli.command()
@@ -623,6 +677,162 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
             why,
         )
     console.print(table)
+
+
+def _best_rows_for(store: Any, device_index: int) -> tuple[Any, list[Any]]:
+    """This device's info and the database's best rows for it, nearest first per width."""
+    from autotune.devices import device_info
+
+    info = device_info(device_index)
+    device_id = _device_row(store, device_index)
+    return info, ([] if device_id == -1 else store.best(device_id=device_id))
+
+
+@cli.command()
+@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option(
+    "--filter-width",
+    "-f",
+    "widths_text",
+    default=None,
+    help="Comma list [default: every width tuned on this device].",
+)
+@click.option(
+    "--image-size",
+    "-s",
+    "size_text",
+    default=None,
+    help="Prefer kernels tuned nearest this WIDTHxHEIGHT [default: the largest tuned].",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option(
+    "--format",
+    "formats_text",
+    default="cl,json,header",
+    show_default=True,
+    help="Comma list of cl, json, header, t4.",
+)
+@click.option("--db", "db_url", default=None, help=DB_HELP)
+def export(
+    device_index: int,
+    widths_text: str | None,
+    size_text: str | None,
+    out_dir: str,
+    formats_text: str,
+    db_url: str | None,
+) -> None:
+    """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results."""
+    from autotune.codegen import generate
+    from autotune.export import c_header, manifest, t4_results, write_kernel, write_text
+
+    formats = [f.strip() for f in formats_text.split(",") if f.strip()]
+    unknown = sorted(set(formats) - {"cl", "json", "header", "t4"})
+    if unknown or not formats:
+        raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
+    wanted = parse_filter_widths(widths_text) if widths_text else None
+    size = parse_image_size(size_text) if size_text else None
+    store = _open_store(db_url)
+    info, rows = _best_rows_for(store, device_index)
+    by_width: dict[int, list[Any]] = {}
+    for row in rows:
+        by_width.setdefault(row[2].filter_width, []).append(row)
+    widths = wanted if wanted is not None else sorted(by_width)
+    missing = [w for w in widths if w not in by_width]
+    if not widths or missing:
+        which = f"F={missing[0]}" if missing else "any filter width"
+        raise UsageError(
+            f"no tuned kernel for {which} on device {device_index} ({info.name}); run `autotune search` first"
+        )
+    chosen = []
+    for width in widths:
+        candidates = by_width[width]
+        if size is not None:
+            import math
+
+            best, _, problem = min(
+                candidates,
+                key=lambda r: abs(math.log((r[2].out_width * r[2].out_height) / (size[0] * size[1]))),
+            )
+        else:
+            best, _, problem = max(candidates, key=lambda r: r[2].out_width * r[2].out_height)
+        variant = generate(json.loads(best.config), width)
+        chosen.append((variant, best, problem))
+    out = Path(out_dir)
+    written = []
+    try:
+        for variant, best, problem in chosen:
+            image = (problem.out_width, problem.out_height)
+            if "cl" in formats or "json" in formats:
+                source_path, manifest_path = write_kernel(variant, out, info, image, best.time_ms)
+                if "cl" not in formats:
+                    source_path.unlink()
+                if "json" not in formats:
+                    manifest_path.unlink()
+                written += [p for p, f in ((source_path, "cl"), (manifest_path, "json")) if f in formats]
+        if "header" in formats:
+            header = c_header(
+                [(v, manifest(v, "", info, (p.out_width, p.out_height), b.time_ms)) for v, b, p in chosen]
+            )
+            written.append(write_text(out / "autotune_kernels.h", header))
+        if "t4" in formats:
+            problem_ids = {p.id for _, _, p in chosen}
+            trials = [
+                t
+                for t in store.trials(device_id=_device_row(store, device_index))
+                if t.problem_id in problem_ids
+            ]
+            data = t4_results(trials, store.problems())
+            written.append(write_text(out / "autotune_t4.json", json.dumps(data, indent=1) + "\n"))
+    except OSError as exc:
+        raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    for path in written:
+        click.echo(f"wrote {path}")
+
+
+@cli.command(name="convolve")
+@click.argument("input_path", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("output_path", metavar="OUT", type=click.Path(dir_okay=False))
+@click.option(
+    "--filter",
+    "filter_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Square filter as a NumPy .npy file.",
+)
+@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option("--mode", type=click.Choice(["valid", "same"]), default="valid", show_default=True)
+@click.option("--flip", is_flag=True, help="True convolution (flip the filter).")
+@click.option("--db", "db_url", default=None, help=DB_HELP)
+def convolve_command(
+    input_path: str,
+    output_path: str,
+    filter_path: str,
+    device_index: int,
+    mode: str,
+    flip: bool,
+    db_url: str | None,
+) -> None:
+    """Filter a NumPy .npy image with the best known kernel; writes OUT as .npy."""
+    import numpy as np
+
+    from autotune.runtime import convolve
+
+    arrays = []
+    for label, path in (("IN", input_path), ("--filter", filter_path)):
+        try:
+            arrays.append(np.load(path, allow_pickle=False))
+        except (OSError, ValueError, EOFError) as exc:
+            raise UsageError(f"{label} {path} is not a readable .npy file: {exc}") from None
+    try:
+        result = convolve(arrays[0], arrays[1], device=device_index, mode=mode, db=db_url, flip=flip)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        with open(output_path, "wb") as f:
+            np.save(f, result)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
+    click.echo(f"wrote {output_path} ({result.shape[1]}x{result.shape[0]})")
 
 
 def _fail(message: str) -> None:

@@ -64,6 +64,7 @@ class SearchSpace:
         self.knobs = {k.name: k for k in knobs}
         self.constraints = constraints
         self.presets = {p.name: p for p in presets}
+        self.fallback: Preset | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> SearchSpace:
@@ -89,6 +90,9 @@ class SearchSpace:
             spec = dict(spec)
             about = spec.pop("about", "")
             space.presets[name] = Preset(name, about, space.complete(spec))
+        if "fallback" in data:
+            spec = dict(data["fallback"])
+            space.fallback = Preset("fallback", spec.pop("about", ""), space.complete(spec))
         return space
 
     def complete(self, partial: Mapping[str, object]) -> Config:

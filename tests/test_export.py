@@ -1,0 +1,278 @@
+"""Tuned kernels outside the tool: export, a C host, autotune.convolve()."""
+
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+import autotune
+from tests.conftest import ROOT, run_cli
+from tests.opencl_runner import run_kernel, scipy_valid
+
+
+@pytest.fixture(scope="module")
+def tuned_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("db") / "tuned.db"
+    result = run_cli(
+        "search",
+        "-d",
+        "0",
+        "-s",
+        "40x24",
+        "-f",
+        "3,4",
+        "--trials",
+        "10",
+        "--sampler",
+        "random",
+        "--db",
+        f"sqlite:///{path}",
+    )
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def url(path):
+    return f"sqlite:///{path}"
+
+
+def test_exported_kernels_run_in_a_third_party_host(tuned_db, tmp_path):
+    result = run_cli(
+        "export", "-d", "0", "--out", str(tmp_path), "--format", "cl,json,header,t4", "--db", url(tuned_db)
+    )
+    assert result.returncode == 0, result.stderr
+    best = {b["filter_width"]: b for b in json.loads(run_cli("best", "--db", url(tuned_db), "--json").stdout)}
+    rng = np.random.default_rng(11)
+    for width in (3, 4):
+        manifest = json.loads((tmp_path / f"convolve_f{width}.json").read_text())
+        assert manifest["config"] == best[width]["config"]
+        assert manifest["image_size"] == [40, 24] and manifest["time_ms"] == best[width]["time_ms"]
+        source = (tmp_path / manifest["source"]).read_text()
+        for shape in ((width, width), (50, 77), (131, 9 + width)):  # none of them the tuned size
+            image = rng.uniform(-1, 1, shape).astype(np.float32)
+            filt = rng.uniform(-1, 1, (width, width)).astype(np.float32)
+            out = run_kernel(
+                source,
+                manifest["kernel_name"],
+                manifest["build_options"],
+                manifest["local_size"],
+                manifest["work_per_item"],
+                image,
+                filt,
+            )
+            np.testing.assert_allclose(out, scipy_valid(image, filt), atol=2e-5)
+    t4 = json.loads((tmp_path / "autotune_t4.json").read_text())
+    assert t4["schema_version"] == "1.0.0" and t4["results"]
+    for entry in t4["results"]:
+        assert {"configuration", "times", "invalidity", "correctness"} <= set(entry)
+        assert entry["configuration"]["filter_width"] in (3, 4)
+    assert any(e["invalidity"] == "correct" for e in t4["results"])
+
+
+def _opencl_headers() -> bool:
+    return Path("/usr/include/CL/cl.h").exists() and shutil.which("gcc") is not None
+
+
+@pytest.mark.skipif(
+    not _opencl_headers(), reason="needs gcc, opencl-headers and ocl-icd-opencl-dev (.ci/run installs them)"
+)
+def test_c_host_uses_the_header(tuned_db, tmp_path):
+    kernels = tmp_path / "kernels"
+    assert run_cli("export", "-d", "0", "--out", str(kernels), "--db", url(tuned_db)).returncode == 0
+    binary = tmp_path / "convolve_host"
+    subprocess.run(
+        [
+            "gcc",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            "-std=c11",
+            f"-I{kernels}",
+            "-o",
+            str(binary),
+            str(ROOT / "examples/c_host/convolve_host.c"),
+            "-lOpenCL",
+            "-lm",
+        ],
+        check=True,
+    )
+    rng = np.random.default_rng(3)
+    for width, (h, w) in ((3, (61, 45)), (4, (20, 33))):
+        filt = rng.uniform(-1, 1, (width, width)).astype(np.float32)
+        (tmp_path / "filter.txt").write_text("\n".join(" ".join(f"{v:.9g}" for v in row) for row in filt))
+        image = rng.uniform(0, 255, (h, w)).astype(np.float32)
+        image.tofile(tmp_path / "image.raw")
+        result = subprocess.run(
+            [
+                str(binary),
+                "-d",
+                "0",
+                f"{w}x{h}:{tmp_path / 'image.raw'}",
+                str(tmp_path / "filter.txt"),
+                str(tmp_path / "out.raw"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        out_w, out_h = w - width + 1, h - width + 1
+        assert result.stdout.strip() == f"{out_w}x{out_h}"
+        out = np.fromfile(tmp_path / "out.raw", dtype=np.float32).reshape(out_h, out_w)
+        np.testing.assert_allclose(out, scipy_valid(image, filt), rtol=1e-5, atol=1e-3)
+    # a PGM image and a width that was not exported
+    pgm = tmp_path / "image.pgm"
+    pixels = rng.integers(0, 256, (12, 17), dtype=np.uint8)
+    pgm.write_bytes(b"P5 17 12 255\n" + pixels.tobytes())
+    (tmp_path / "filter.txt").write_text("1 0 0\n0 1 0\n0 0 1")
+    result = subprocess.run(
+        [str(binary), str(pgm), str(tmp_path / "filter.txt"), str(tmp_path / "o.raw")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    out = np.fromfile(tmp_path / "o.raw", dtype=np.float32).reshape(10, 15)
+    np.testing.assert_allclose(out, scipy_valid(pixels.astype(np.float32), np.eye(3, dtype=np.float32)))
+    (tmp_path / "filter.txt").write_text(" ".join(["1"] * 25))
+    result = subprocess.run(
+        [str(binary), str(pgm), str(tmp_path / "filter.txt"), str(tmp_path / "o.raw")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "no exported kernel" in result.stderr
+
+
+def test_export_refuses_what_was_not_tuned(tuned_db, tmp_path):
+    for args, message in ((["-f", "9"], "no tuned kernel for F=9"), (["--format", "pdf"], "--format")):
+        result = run_cli("export", "-d", "0", "--out", str(tmp_path / "x"), *args, "--db", url(tuned_db))
+        assert result.returncode == 2 and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "x").exists()
+
+
+def test_best_says_which_fallback_answered(tuned_db, tmp_path):
+    def level(*args, db=tuned_db):
+        result = run_cli("best", "-d", "0", *args, "--db", url(db), "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    assert level("-f", "3")["fallback"] == "exact"
+    assert level("-f", "3", "-s", "40x24")["fallback"] == "exact"
+    nearest = level("-f", "3", "-s", "400x300")
+    assert nearest["fallback"] == "nearest_image_size" and nearest["tuned_image_size"] == [40, 24]
+    default = level("-f", "7")
+    assert default["fallback"] == "default" and default["config"]["filter_mode"] == "arg"
+    # a tuned entry from another device of the same vendor and type
+    other = tmp_path / "other.db"
+    shutil.copy(tuned_db, other)
+    with sqlite3.connect(other) as connection:
+        connection.execute("UPDATE autotune_devices SET driver = 'another driver'")
+    borrowed = level("-f", "4", db=other)
+    assert borrowed["fallback"] == "same_vendor"
+
+
+@pytest.mark.parametrize("width", [3, 4, 6])  # tuned, tuned, never tuned
+@pytest.mark.parametrize("mode", ["valid", "same"])
+def test_convolve_matches_scipy(tuned_db, width, mode):
+    rng = np.random.default_rng(width)
+    image = rng.uniform(-1, 1, (37, 52)).astype(np.float32)
+    filt = rng.uniform(-1, 1, (width, width)).astype(np.float32)
+    out = autotune.convolve(image, filt, mode=mode, db=url(tuned_db))
+    if mode == "valid":
+        expected = scipy_valid(image, filt)
+    else:
+        expected = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode="constant")
+    assert out.dtype == np.float32 and out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, atol=2e-5)
+    flipped = autotune.convolve(image, filt, mode="same", db=url(tuned_db), flip=True)
+    np.testing.assert_allclose(
+        flipped,
+        ndimage.convolve(
+            image.astype(np.float64),
+            filt.astype(np.float64),
+            mode="constant",
+            origin=-1 if width % 2 == 0 else 0,
+        ),
+        atol=2e-5,
+    )
+
+
+def test_convolve_without_a_database_creates_none(tmp_path):
+    missing = tmp_path / "none.db"
+    image = np.arange(30, dtype=np.int64).reshape(5, 6)  # ints are converted
+    out = autotune.convolve(image, np.ones((2, 2)), db=url(missing))
+    np.testing.assert_allclose(out, scipy_valid(image.astype(np.float32), np.ones((2, 2), np.float32)))
+    assert not missing.exists()
+    assert autotune.plan((5, 6), 2, db=url(missing)).level == "default"
+
+
+def test_convolve_nan_passes_through():
+    image = np.ones((9, 9), dtype=np.float32)
+    image[4, 4] = np.nan
+    out = autotune.convolve(image, np.ones((3, 3), dtype=np.float32), db="sqlite:///:memory:")
+    assert np.isnan(out[2:5, 2:5]).all()
+    assert np.isfinite(out).sum() == out.size - 9
+
+
+@pytest.mark.parametrize(
+    "image,filt,error,message",
+    [
+        (np.ones((3, 4, 5)), np.ones((3, 3)), ValueError, "2-D"),
+        (np.ones((0, 4)), np.ones((3, 3)), ValueError, "empty"),
+        (np.ones((8, 8)), np.ones((3, 2)), ValueError, "square"),
+        (np.ones((2, 8)), np.ones((3, 3)), ValueError, "smaller"),
+        (np.ones((8, 8), dtype=complex), np.ones((3, 3)), TypeError, "real numbers"),
+        (np.array([["a", "b"], ["c", "d"]]), np.ones((1, 1)), TypeError, "real numbers"),
+    ],
+)
+def test_convolve_refuses_bad_arrays(image, filt, error, message):
+    with pytest.raises(error, match=message):
+        autotune.convolve(image, filt, db="sqlite:///:memory:")
+    with pytest.raises(ValueError, match="mode"):
+        autotune.convolve(np.ones((8, 8)), np.ones((3, 3)), mode="full", db="sqlite:///:memory:")
+
+
+def test_convolve_command(tuned_db, tmp_path):
+    rng = np.random.default_rng(2)
+    image = rng.uniform(-1, 1, (30, 41)).astype(np.float32)
+    filt = rng.uniform(-1, 1, (3, 3)).astype(np.float32)
+    np.save(tmp_path / "in.npy", image)
+    np.save(tmp_path / "f.npy", filt)
+    result = run_cli(
+        "convolve",
+        str(tmp_path / "in.npy"),
+        str(tmp_path / "out.npy"),
+        "--filter",
+        str(tmp_path / "f.npy"),
+        "--mode",
+        "same",
+        "--db",
+        url(tuned_db),
+    )
+    assert result.returncode == 0, result.stderr
+    expected = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode="constant")
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=2e-5)
+    np.save(tmp_path / "cube.npy", np.ones((2, 3, 4)))
+    (tmp_path / "junk.npy").write_text("not numpy")
+    for args, message in (
+        (
+            [str(tmp_path / "junk.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "f.npy")],
+            "not a readable",
+        ),
+        ([str(tmp_path / "cube.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "f.npy")], "2-D"),
+        (
+            [str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "none.npy")],
+            "--filter",
+        ),
+    ):
+        bad = run_cli("convolve", *args, "--db", url(tuned_db))
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "o.npy").exists()

@@ -88,9 +88,29 @@ def test_worker_killed_by_a_bad_write_is_crashed_and_replaced():
     wild = variant_with(
         ("const int lx", "output[((long)out_width << 32) + get_global_id(0)] = 1.0f;\n    const int lx")
     )
-    with Worker(0, timeout_s=60) as worker:
+    with Worker(0, timeout_s=20) as worker:
         m = worker.measure(wild, PROBLEM, FAST)
-        assert m.status is Status.CRASHED, m
-        assert "SIGSEGV" in m.error or "signal" in m.error
+        # Usually SIGSEGV kills the worker; a driver that traps the fault in its own
+        # threads leaves it hanging instead. Either way the caller goes on.
+        assert m.status in (Status.CRASHED, Status.TIMEOUT), m
+        if m.status is Status.CRASHED:
+            assert "signal" in m.error
         after = worker.measure(generate({"work_x": 4}, 5), PROBLEM, FAST)
         assert after.status is Status.OK, after
+
+
+def test_worker_that_dies_mid_measurement_is_crashed_and_replaced():
+    """The worker process killed from outside (as the OOM killer or a driver abort would)."""
+    import os
+    import signal
+    import threading
+
+    hang = variant_with(("const int lx", "while (out_width > 0) { output[0] += 1.0f; }\n    const int lx"))
+    with Worker(0, timeout_s=60) as worker:
+        assert worker.measure(generate({"work_x": 2}, 5), PROBLEM, FAST).status is Status.OK
+        pid = worker._process.pid
+        threading.Timer(2.0, os.kill, (pid, signal.SIGKILL)).start()
+        m = worker.measure(hang, PROBLEM, FAST)
+        assert m.status is Status.CRASHED and "SIGKILL" in m.error, m
+        after = worker.measure(generate({"work_x": 4}, 5), PROBLEM, FAST)
+        assert after.status is Status.OK and worker._process.pid != pid

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Tuned kernels on PoCL against cv2.filter2D on the same CPU, side by side.
+
+For each filter width: tune with a fixed budget (or reuse the database), then time
+the best kernel (OpenCL profiling events, kernel only) and cv2.filter2D (host clock,
+cv2 limited to as many threads as PoCL has compute units) in interleaved rounds, and
+print the ratio. cv2 filters the same input image; its output is the input's size,
+so it computes slightly more outputs ((W+F-1)^2 against W^2).
+
+    python bench/cpu_vs_opencv.py --device 0 [--filter-width 3,5,9,17] [--image-size 2048x2048]
+                                  [--trials 60] [--db sqlite:///bench.db] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from autotune.cli import parse_filter_widths, parse_image_size
+from autotune.devices import device_info
+from autotune.evaluate import Evaluator
+from autotune.reference import Problem
+from autotune.store import Store
+from autotune.tuner import Budget, Tuner
+from autotune.worker import TimingPolicy
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--filter-width", default="3,5,9,17")
+    parser.add_argument("--image-size", default="2048x2048")
+    parser.add_argument("--trials", type=int, default=60)
+    parser.add_argument("--db", default="sqlite:///cpu_vs_opencv.db")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+
+    import cv2
+
+    device = device_info(args.device)
+    widths = parse_filter_widths(args.filter_width)
+    size = parse_image_size(args.image_size)
+    threads = device.compute_units
+    cv2.setNumThreads(threads)
+    store = Store(args.db)
+    tuner = Tuner(
+        store,
+        args.device,
+        device,
+        widths,
+        size,
+        budget=Budget(trials=args.trials),
+        listener=lambda kind, data: (
+            print(f"  {kind} F={data.get('filter_width', '')}", file=sys.stderr)
+            if kind == "width_done"
+            else None
+        ),
+    )
+    started = time.perf_counter()
+    results = tuner.run()
+    tuning_s = time.perf_counter() - started
+    policy = TimingPolicy(min_runs=5, min_time_s=0.5, max_runs=200, max_time_s=5.0)
+    rows = []
+    with Evaluator(args.device, policy=policy) as evaluator:
+        for result in results:
+            width = result.filter_width
+            problem = Problem(width, size[0], size[1])
+            image, filt = problem.data()
+            expected = cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_CONSTANT)
+            half = width // 2
+            valid = expected[half : half + size[1], half : half + size[0]]
+            assert width % 2 == 1, "cv2's anchor for even widths differs; use odd widths"
+            ours, theirs = [], []
+            for _ in range(args.rounds):
+                m = evaluator.evaluate(result.best_config, problem)
+                assert m.ok, m.error
+                ours.append(m.time_ms)
+                times = []
+                for _ in range(5):
+                    start = time.perf_counter()
+                    cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_CONSTANT)
+                    times.append((time.perf_counter() - start) * 1e3)
+                theirs.append(statistics.median(times))
+            ours_ms, theirs_ms = statistics.median(ours), statistics.median(theirs)
+            from autotune.reference import correlate_valid
+
+            reference = correlate_valid(image, filt)
+            rows.append(
+                {
+                    "filter_width": width,
+                    "ours_ms": ours_ms,
+                    "cv2_ms": theirs_ms,
+                    "ratio": ours_ms / theirs_ms,
+                    "gflops": problem.flops / (ours_ms * 1e-3) / 1e9,
+                    "config": result.best_config,
+                    "cv2_max_error": float(np.abs(valid - reference).max()),
+                }
+            )
+    print(
+        f"CPU comparison, {datetime.date.today()}, {device.name} ({device.platform}, "
+        f"{threads} compute units), "
+        f"{size[0]}x{size[1]} output, float32; tuning {args.trials} trials per width took {tuning_s:.0f} s.\n"
+    )
+    print("| F | tuned kernel ms | cv2.filter2D ms | ours / cv2 | GFLOP/s | config |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['filter_width']} | {r['ours_ms']:.2f} | {r['cv2_ms']:.2f} | {r['ratio']:.2f} | "
+            f"{r['gflops']:.1f} | `{json.dumps(r['config'], separators=(',', ':'))}` |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

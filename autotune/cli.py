@@ -835,6 +835,121 @@ def convolve_command(
     click.echo(f"wrote {output_path} ({result.shape[1]}x{result.shape[0]})")
 
 
+@cli.command()
+@click.argument("landscape", type=click.Path(dir_okay=False))
+@click.option(
+    "--sampler",
+    "samplers_text",
+    default=None,
+    help="Sampler, or a comma list to compare [default: the search default].",
+)
+@click.option("--budget", type=int, default=200, show_default=True, help="Evaluations per repeat.")
+@click.option("--repeats", type=int, default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write convergence curves to this PNG (needs matplotlib).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def replay(
+    landscape: str,
+    samplers_text: str | None,
+    budget: int,
+    repeats: int,
+    seed: int,
+    plot_path: str | None,
+    as_json: bool,
+) -> None:
+    """Replay searches on a measured landscape (Kernel Tuner cache or T4 results)."""
+    from autotune import replay as replaying
+    from autotune.search import DEFAULT_SAMPLER, SAMPLERS
+
+    samplers = [s.strip() for s in (samplers_text or DEFAULT_SAMPLER).split(",") if s.strip()]
+    for name in samplers:
+        if name not in SAMPLERS:
+            raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")
+    if budget <= 0 or repeats <= 0:
+        raise UsageError("--budget and --repeats must be positive")
+    if not Path(landscape).is_file():
+        raise UsageError(f"no such landscape file: {landscape}")
+    loaded = replaying.load(landscape)
+    budgets = tuple(sorted({b for b in replaying.BUDGETS if b < budget} | {budget}))
+    summaries, curves = [], {}
+    with _progress(as_json) as progress:
+        for name in samplers:
+            task = progress.add_task(name, total=repeats)
+            traces = []
+            for r in range(repeats):
+                traces.append(replaying.replay_once(loaded, name, budget, seed + r))
+                progress.advance(task)
+            summaries.append({"sampler": name, **replaying.summarise(loaded, traces, budgets)})
+            curves[name] = traces
+    if plot_path:
+        _plot(plot_path, loaded, curves, budget)
+    if as_json:
+        _print_json({"landscape": loaded.name, "repeats": repeats, "budget": budget, "results": summaries})
+        return
+    table = Table(title=f"{loaded.name}: best found / optimum ({loaded.optimum:.4g}), {repeats} repeats")
+    for column in ("sampler", "budget", "median", "q1-q3", "P(<=5%)", "P(<=10%)"):
+        table.add_column(column, justify="right")
+    for summary in summaries:
+        for row in summary["budgets"]:
+            table.add_row(
+                summary["sampler"],
+                str(row["budget"]),
+                f"{row['median']:.3f}",
+                f"{row['q1']:.3f}-{row['q3']:.3f}",
+                f"{row['p_within_5']:.2f}",
+                f"{row['p_within_10']:.2f}",
+            )
+    console.print(table)
+    for summary in summaries:
+        for label in ("evaluations_to_5", "evaluations_to_10"):
+            reach = summary[label]
+            median = reach["median"] if reach["median"] is not None else "-"
+            click.echo(
+                f"{summary['sampler']}: {label.replace('_', ' ')}%: median {median} "
+                f"(reached in {reach['reached']} of {reach['of']})"
+            )
+
+
+def _progress(disabled: bool) -> Any:
+    from rich.progress import Progress
+
+    return Progress(console=errors, transient=True, disable=disabled)
+
+
+def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib (pip install matplotlib)") from None
+    import statistics
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    x = list(range(1, budget + 1))
+    for name, traces in curves.items():
+        median = [statistics.median(t.best_at(i) / landscape.optimum for t in traces) for i in x]
+        axes.plot(x, median, label=name)
+    axes.axhline(1.05, color="grey", linestyle="--", linewidth=0.8, label="within 5%")
+    axes.set_xlabel("evaluations")
+    axes.set_ylabel("median best found / optimum")
+    axes.set_yscale("log")
+    axes.set_title(landscape.name)
+    axes.legend()
+    figure.tight_layout()
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def _fail(message: str) -> None:
     first = " ".join(message.split())
     click.echo(f"autotune: error: {first}", err=True)

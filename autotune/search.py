@@ -4,12 +4,20 @@ It knows nothing about kernels: an objective is whatever the caller measures, so
 same engine tunes kernels on a device and replays measured landscapes. Knobs are
 encoded as the index of their value (ordinal), which every Optuna sampler, CMA-ES
 included, understands.
+
+Given a validity test, `ask` only returns valid points: an invalid proposal is told to
+the sampler as failed and repaired to a valid, unvisited point that differs from it in
+as few knobs as possible. `tpe-local` adds a local search: after the start-up phase,
+every other point is an unvisited neighbour of the best point so far (one knob moved
+one step), until the neighbourhood is exhausted.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import optuna
@@ -17,7 +25,10 @@ import optuna
 from autotune.errors import UsageError
 from autotune.space import Config, SearchSpace
 
-SAMPLERS = ("tpe", "random", "cmaes", "grid")
+SAMPLERS = ("tpe-local", "tpe", "random", "cmaes", "grid")
+DEFAULT_SAMPLER = "tpe-local"
+STARTUP_TRIALS = 10
+MAX_ASKS = 10_000
 
 optuna.logging.set_verbosity(logging.ERROR)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -25,9 +36,11 @@ warnings.filterwarnings("ignore", message=".*warn_independent_sampling.*", categ
 
 
 def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
+    if name in ("tpe", "tpe-local"):
+        # constant_liar: points still being compiled/timed count as taken, so a
+        # pipeline of asks does not propose the same point several times.
         return optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=10, multivariate=True, warn_independent_sampling=False
+            seed=seed, n_startup_trials=STARTUP_TRIALS, multivariate=True, constant_liar=True
         )
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
@@ -42,12 +55,26 @@ def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.Ba
 class Search:
     """One search over one space, for one problem; history can be added up front."""
 
-    def __init__(self, space: SearchSpace, sampler: str = "tpe", seed: int = 0) -> None:
+    def __init__(
+        self,
+        space: SearchSpace,
+        sampler: str = DEFAULT_SAMPLER,
+        seed: int = 0,
+        valid: Callable[[Config], bool] | None = None,
+    ) -> None:
         self.space = space
+        self.sampler_name = sampler
+        self.valid = valid or (lambda config: True)
         self.distributions = {
             k.name: optuna.distributions.IntDistribution(0, len(k.values) - 1) for k in space.knobs.values()
         }
         self.study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, seed, space))
+        self.random = random.Random(seed)
+        self.visited: dict[tuple[int, ...], float | None] = {}
+        self.best: tuple[float, tuple[int, ...]] | None = None
+        self.turn = 0
+
+    # -- encoding ------------------------------------------------------------
 
     def encode(self, config: Config) -> dict[str, int]:
         return {name: self.space.knobs[name].values.index(value) for name, value in config.items()}
@@ -55,26 +82,58 @@ class Search:
     def decode(self, params: dict[str, Any]) -> Config:
         return {name: self.space.knobs[name].values[int(params[name])] for name in self.space.knobs}
 
+    def _point(self, params: dict[str, Any]) -> tuple[int, ...]:
+        return tuple(int(params[name]) for name in self.space.knobs)
+
+    def _params(self, point: tuple[int, ...]) -> dict[str, int]:
+        return dict(zip(self.space.knobs, point, strict=True))
+
+    # -- the loop ------------------------------------------------------------
+
     def add_history(self, config: Config, value: float | None) -> None:
         """A point measured before (another run, a resumed run): the sampler learns from it."""
+        params = self.encode(config)
         state = optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.FAIL
         self.study.add_trial(
             optuna.trial.create_trial(
-                params=self.encode(config),
-                distributions=self.distributions,
-                value=value,
-                state=state,
+                params=params, distributions=self.distributions, value=value, state=state
             )
         )
+        self._note(self._point(params), value)
 
     def enqueue(self, config: Config) -> None:
         self.study.enqueue_trial(self.encode(config), skip_if_exists=False)
 
-    def ask(self) -> tuple[optuna.trial.Trial, Config]:
-        trial = self.study.ask(self.distributions)
-        return trial, self.decode(trial.params)
+    def ask(self) -> tuple[optuna.trial.Trial, Config] | None:
+        """The next point to measure: valid and not measured yet; None when none is left."""
+        self.turn += 1
+        if self.sampler_name == "tpe-local" and self.turn % 2 == 0 and self._started():
+            neighbour = self._unvisited_neighbour()
+            if neighbour is not None:
+                self.study.enqueue_trial(self._params(neighbour))
+        for _ in range(MAX_ASKS):
+            trial = self.study.ask(self.distributions)
+            config = self.decode(trial.params)
+            point = self._point(trial.params)
+            if point in self.visited:
+                # Measured already: the sampler hears the known answer, nothing is spent.
+                self._tell_study(trial, self.visited[point])
+            elif self.valid(config):
+                return trial, config
+            else:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            # Repair: the nearest valid point not yet visited.
+            repaired = self._repair(point)
+            if repaired is None or self.exhausted:
+                return None
+            self.study.enqueue_trial(self._params(repaired))
+        return None
 
     def tell(self, trial: optuna.trial.Trial, value: float | None) -> None:
+        self._tell_study(trial, value)
+        self._note(self._point(trial.params), value)
+
+    def _tell_study(self, trial: optuna.trial.Trial, value: float | None) -> None:
         if value is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:
@@ -85,3 +144,48 @@ class Search:
         """Grid search has visited every point."""
         sampler = self.study.sampler
         return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(self.study)
+
+    # -- helpers -------------------------------------------------------------
+
+    def _note(self, point: tuple[int, ...], value: float | None) -> None:
+        self.visited[point] = value
+        if value is not None and (self.best is None or value < self.best[0]):
+            self.best = (value, point)
+
+    def _started(self) -> bool:
+        return self.best is not None and len(self.visited) >= STARTUP_TRIALS
+
+    def _usable(self, point: tuple[int, ...]) -> bool:
+        return point not in self.visited and self.valid(self.decode(self._params(point)))
+
+    def _unvisited_neighbour(self) -> tuple[int, ...] | None:
+        """A random unvisited valid point one step (one knob, one value) from the best."""
+        assert self.best is not None
+        centre = self.best[1]
+        sizes = [len(k.values) for k in self.space.knobs.values()]
+        candidates = []
+        for i, size in enumerate(sizes):
+            for step in (-1, 1):
+                value = centre[i] + step
+                if 0 <= value < size:
+                    candidates.append(centre[:i] + (value,) + centre[i + 1 :])
+        self.random.shuffle(candidates)
+        return next((c for c in candidates if self._usable(c)), None)
+
+    def _repair(self, point: tuple[int, ...]) -> tuple[int, ...] | None:
+        """Change one knob, then two, ... until the point is valid and unvisited."""
+        sizes = [len(k.values) for k in self.space.knobs.values()]
+        current = [point]
+        for _ in range(len(sizes)):
+            changed = []
+            for base in current:
+                for i, size in enumerate(sizes):
+                    for value in range(size):
+                        if value != base[i]:
+                            changed.append(base[:i] + (value,) + base[i + 1 :])
+            self.random.shuffle(changed)
+            for candidate in changed:
+                if self._usable(candidate):
+                    return candidate
+            current = self.random.sample(changed, min(len(changed), 20))
+        return None

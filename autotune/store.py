@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from autotune.errors import AutotuneError, UsageError
+from autotune.errors import UsageError
 
 VERSION_TABLE = "autotune_alembic_version"
 SCHEMA_HEAD = "0001"
@@ -343,7 +343,3 @@ class Store:
     def problems(self) -> dict[int, Problem]:
         with self.session() as s:
             return {p.id: p for p in s.scalars(sa.select(Problem))}
-
-
-def raise_runtime(exc: Exception) -> AutotuneError:
-    return AutotuneError(f"database error: {exc}")

@@ -224,7 +224,12 @@ class Tuner:
         problem = Problem(width, self.image_size[0], self.image_size[1], seed=0)
         problem_id = self.store.problem_id(width, *self.image_size)
         result = WidthResult(width, problem)
-        search = Search(space, self.sampler, self.seed + width)
+        search = Search(
+            space,
+            self.sampler,
+            self.seed + width,
+            valid=lambda c: not space.violations(c, width, self.device),
+        )
 
         known: dict[str, Trial] = {}  # config key -> first measurement on this device and problem
         mine = 0
@@ -268,7 +273,11 @@ class Tuner:
                 if (deadline is not None and time.monotonic() >= deadline) or search.exhausted:
                     asking = False
                     break
-                optuna_trial, config = search.ask()
+                asked = search.ask()
+                if asked is None:  # every valid point has been measured
+                    asking = False
+                    break
+                optuna_trial, config = asked
                 key = config_key(config)
                 reasons = space.violations(config, width, self.device)
                 if reasons:

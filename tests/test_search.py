@@ -308,7 +308,7 @@ def test_search_engine_is_generic():
     search = Search(space, "tpe", seed=1)
     best = None
     for _ in range(40):
-        trial, config = search.ask()
+        trial, config = search.ask()  # type: ignore[misc]
         value = (config["x"] - 7) ** 2 + (config["y"] - 2) ** 2
         search.tell(trial, value)
         best = value if best is None else min(best, value)

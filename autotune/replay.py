@@ -1,0 +1,200 @@
+"""Judge search strategies on fully measured landscapes, with no hardware.
+
+A landscape maps every valid point of a space to its measured time (or a failure).
+Replaying runs the same search engine that tunes kernels, but each evaluation is a
+look-up: points absent from the landscape break the space's restrictions and are
+rejected without counting (as invalid points are on a device); failed points count as
+evaluations that failed. Reported per budget: best found / true optimum over repeats.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import UsageError
+from autotune.search import Search
+from autotune.space import Config, Knob, SearchSpace
+
+BUDGETS = (10, 20, 50, 100, 200)
+MAX_REJECTIONS = 100_000
+
+
+@dataclass
+class Landscape:
+    name: str
+    space: SearchSpace
+    values: dict[tuple[Any, ...], float | None]  # None: the point failed (compile or run time)
+
+    @property
+    def optimum(self) -> float:
+        return min(v for v in self.values.values() if v is not None)
+
+    def key(self, config: Config) -> tuple[Any, ...]:
+        return tuple(config[name] for name in self.space.knobs)
+
+    def look_up(self, config: Config) -> tuple[bool, float | None]:
+        """(valid, time): invalid points are not in the landscape."""
+        key = self.key(config)
+        if key not in self.values:
+            return False, None
+        return True, self.values[key]
+
+
+def _space(name: str, knobs: dict[str, list[Any]]) -> SearchSpace:
+    space = SearchSpace(name, "replayed landscape", [], [], [])
+    for knob, values in knobs.items():
+        space.knobs[knob] = Knob(knob, tuple(values), values[0])
+    return space
+
+
+def load(path: str | Path) -> Landscape:
+    """A Kernel Tuner cache file (gzipped or not) or a T4 results file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        text = gzip.decompress(raw).decode() if raw[:2] == b"\x1f\x8b" else raw.decode()
+        data = json.loads(text)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, gzip.BadGzipFile) as exc:
+        raise UsageError(f"{path} is not a readable landscape (JSON, optionally gzipped): {exc}") from None
+    if isinstance(data, dict) and "cache" in data and "tune_params" in data:
+        return _from_kernel_tuner(path.name, data)
+    if isinstance(data, dict) and isinstance(data.get("results"), list):
+        return _from_t4(path.name, data)
+    raise UsageError(f"{path} is neither a Kernel Tuner cache file nor T4 results")
+
+
+def _from_kernel_tuner(name: str, data: dict[str, Any]) -> Landscape:
+    try:
+        keys = list(data.get("tune_params_keys") or data["tune_params"])
+        knobs = {k: list(data["tune_params"][k]) for k in keys}
+        values: dict[tuple[Any, ...], float | None] = {}
+        for record in data["cache"].values():
+            point = tuple(record[k] for k in keys)
+            time = record.get("time")
+            ok = isinstance(time, int | float) and not isinstance(time, bool) and math.isfinite(time)
+            values[point] = float(time) if ok else None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{name}: malformed Kernel Tuner cache ({exc!r})") from None
+    return _checked(name, knobs, values)
+
+
+def _from_t4(name: str, data: dict[str, Any]) -> Landscape:
+    try:
+        configs = [r["configuration"] for r in data["results"]]
+        keys = list(configs[0])
+        knobs = {k: sorted({c[k] for c in configs}, key=lambda v: (str(type(v)), v)) for k in keys}
+        values: dict[tuple[Any, ...], float | None] = {}
+        for record in data["results"]:
+            point = tuple(record["configuration"][k] for k in keys)
+            runtimes = record.get("times", {}).get("runtimes") or []
+            ok = record.get("invalidity") == "correct" and runtimes
+            values[point] = float(statistics.median(runtimes)) if ok else None
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise UsageError(f"{name}: malformed T4 results ({exc!r})") from None
+    return _checked(name, knobs, values)
+
+
+def _checked(
+    name: str, knobs: dict[str, list[Any]], values: dict[tuple[Any, ...], float | None]
+) -> Landscape:
+    if not knobs or not values or all(v is None for v in values.values()):
+        raise UsageError(f"{name}: the landscape holds no successful measurement")
+    return Landscape(name, _space(name, knobs), values)
+
+
+@dataclass
+class Trace:
+    """One replayed search: the best time after each evaluation."""
+
+    best_after: list[float] = field(default_factory=list)
+
+    def best_at(self, budget: int) -> float:
+        if not self.best_after:
+            return math.inf
+        return self.best_after[min(budget, len(self.best_after)) - 1]
+
+    def evaluations_to(self, target: float) -> int | None:
+        for i, best in enumerate(self.best_after, start=1):
+            if best <= target:
+                return i
+        return None
+
+
+def replay_once(landscape: Landscape, sampler: str, budget: int, seed: int) -> Trace:
+    search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0])
+    seen: dict[tuple[Any, ...], float | None] = {}
+    trace = Trace()
+    best = math.inf
+    rejections = 0
+    while len(trace.best_after) < budget and rejections < MAX_REJECTIONS and not search.exhausted:
+        asked = search.ask()
+        if asked is None:  # every valid point visited
+            break
+        trial, config = asked
+        valid, value = landscape.look_up(config)
+        if not valid:
+            search.tell(trial, None)
+            rejections += 1
+            continue
+        key = landscape.key(config)
+        if key in seen:  # answered from what is already measured: no evaluation spent
+            search.tell(trial, seen[key])
+            rejections += 1
+            continue
+        seen[key] = value
+        search.tell(trial, value)
+        if value is not None:
+            best = min(best, value)
+        trace.best_after.append(best)
+    return trace
+
+
+def summarise(
+    landscape: Landscape, traces: list[Trace], budgets: tuple[int, ...] = BUDGETS
+) -> dict[str, Any]:
+    optimum = landscape.optimum
+    rows = []
+    for budget in budgets:
+        ratios = sorted(t.best_at(budget) / optimum for t in traces)
+        rows.append(
+            {
+                "budget": budget,
+                "median": statistics.median(ratios),
+                "q1": _quantile(ratios, 0.25),
+                "q3": _quantile(ratios, 0.75),
+                "p_within_5": sum(r <= 1.05 for r in ratios) / len(ratios),
+                "p_within_10": sum(r <= 1.10 for r in ratios) / len(ratios),
+            }
+        )
+    reach = {}
+    for label, factor in (("evaluations_to_5", 1.05), ("evaluations_to_10", 1.10)):
+        counts = [t.evaluations_to(optimum * factor) for t in traces]
+        found = sorted(c for c in counts if c is not None)
+        reach[label] = {
+            "median": statistics.median(found) if len(found) * 2 > len(counts) else None,
+            "reached": len(found),
+            "of": len(counts),
+        }
+    return {
+        "landscape": landscape.name,
+        "points": len(landscape.values),
+        "optimum": optimum,
+        "budgets": rows,
+        **reach,
+    }
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    position = q * (len(sorted_values) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def replay(landscape: Landscape, sampler: str, budget: int, repeats: int, seed: int = 0) -> list[Trace]:
+    return [replay_once(landscape, sampler, budget, seed + r) for r in range(repeats)]

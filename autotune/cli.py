@@ -319,7 +319,9 @@ def _device_row(store: Any, device_index: int | None) -> int | None:
 )
 @click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
 @click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
-@click.option("--sampler", default="tpe", show_default=True, help="tpe, random, cmaes or grid.")
+@click.option(
+    "--sampler", default="tpe-local", show_default=True, help="tpe-local, tpe, random, cmaes or grid."
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
 @click.option(

@@ -7,9 +7,10 @@ included, understands.
 
 Given a validity test, `ask` only returns valid points: an invalid proposal is told to
 the sampler as failed and repaired to a valid, unvisited point that differs from it in
-as few knobs as possible. `tpe-local` adds a local search: after the start-up phase,
-every other point is an unvisited neighbour of the best point so far (one knob moved
-one step), until the neighbourhood is exhausted.
+as few knobs as possible. `tpe-local` (the default) starts like TPE (10 random
+points), then searches locally: each next point is an unvisited neighbour of the best
+point so far (one knob set to another value); TPE proposes only when the best point's
+whole neighbourhood is measured. BENCHMARKS.md has the replay comparison behind it.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ class Search:
         self.study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, seed, space))
         self.random = random.Random(seed)
         self.visited: dict[tuple[int, ...], float | None] = {}
+        self.in_flight: set[tuple[int, ...]] = set()  # asked, not told yet (compiling ahead)
         self.best: tuple[float, tuple[int, ...]] | None = None
-        self.turn = 0
 
     # -- encoding ------------------------------------------------------------
 
@@ -106,8 +107,7 @@ class Search:
 
     def ask(self) -> tuple[optuna.trial.Trial, Config] | None:
         """The next point to measure: valid and not measured yet; None when none is left."""
-        self.turn += 1
-        if self.sampler_name == "tpe-local" and self.turn % 2 == 0 and self._started():
+        if self.sampler_name == "tpe-local" and self._started():
             neighbour = self._unvisited_neighbour()
             if neighbour is not None:
                 self.study.enqueue_trial(self._params(neighbour))
@@ -118,7 +118,10 @@ class Search:
             if point in self.visited:
                 # Measured already: the sampler hears the known answer, nothing is spent.
                 self._tell_study(trial, self.visited[point])
+            elif point in self.in_flight:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             elif self.valid(config):
+                self.in_flight.add(point)
                 return trial, config
             else:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -148,6 +151,7 @@ class Search:
     # -- helpers -------------------------------------------------------------
 
     def _note(self, point: tuple[int, ...], value: float | None) -> None:
+        self.in_flight.discard(point)
         self.visited[point] = value
         if value is not None and (self.best is None or value < self.best[0]):
             self.best = (value, point)
@@ -156,19 +160,20 @@ class Search:
         return self.best is not None and len(self.visited) >= STARTUP_TRIALS
 
     def _usable(self, point: tuple[int, ...]) -> bool:
-        return point not in self.visited and self.valid(self.decode(self._params(point)))
+        usable = point not in self.visited and point not in self.in_flight
+        return usable and self.valid(self.decode(self._params(point)))
 
     def _unvisited_neighbour(self) -> tuple[int, ...] | None:
-        """A random unvisited valid point one step (one knob, one value) from the best."""
+        """A random unvisited valid point that differs from the best in one knob."""
         assert self.best is not None
         centre = self.best[1]
         sizes = [len(k.values) for k in self.space.knobs.values()]
-        candidates = []
-        for i, size in enumerate(sizes):
-            for step in (-1, 1):
-                value = centre[i] + step
-                if 0 <= value < size:
-                    candidates.append(centre[:i] + (value,) + centre[i + 1 :])
+        candidates = [
+            centre[:i] + (value,) + centre[i + 1 :]
+            for i, size in enumerate(sizes)
+            for value in range(size)
+            if value != centre[i]
+        ]
         self.random.shuffle(candidates)
         return next((c for c in candidates if self._usable(c)), None)
 

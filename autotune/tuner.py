@@ -26,7 +26,7 @@ from autotune.compiler import CompilePool, default_compilers
 from autotune.devices import DeviceInfo
 from autotune.evaluate import Evaluator
 from autotune.reference import Problem
-from autotune.search import Search
+from autotune.search import DEFAULT_SAMPLER, Search
 from autotune.space import Config
 from autotune.store import Store, Trial, config_key
 from autotune.worker import Compiled, Measurement, Status, TimingPolicy
@@ -109,7 +109,7 @@ class Tuner:
         device: DeviceInfo,
         filter_widths: list[int],
         image_size: tuple[int, int],
-        sampler: str = "tpe",
+        sampler: str = DEFAULT_SAMPLER,
         seed: int = 0,
         budget: Budget | None = None,
         policy: TimingPolicy | None = None,

@@ -70,8 +70,10 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
         assert all(
             s == "ok" for (s,) in rows(path, "SELECT status FROM autotune_trials WHERE config = ?", trial[1])
         )
-    only3 = json.loads(run_cli("best", "--db", db_url(path), "-f", "3", "-d", "0", "--json").stdout)
+    only3 = json.loads(run_cli("best", "--db", db_url(path), "-f", "3", "--json").stdout)
     assert [b["filter_width"] for b in only3] == [3]
+    answer = json.loads(run_cli("best", "--db", db_url(path), "-f", "3", "-d", "0", "--json").stdout)
+    assert answer["fallback"] == "exact" and answer["config"] == only3[0]["config"]
 
     history = json.loads(run_cli("history", "--db", db_url(path), "--json").stdout)
     assert len(history) == 1 and history[0]["status"] == "finished"

@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AUTOTUNE := $(VENV)/bin/autotune
 
-.PHONY: setup demo test lint seed-study clean
+.PHONY: setup demo test lint seed-study check-memory clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,13 +20,17 @@ demo: setup
 	$(AUTOTUNE) best --device 0
 
 test: setup
-	$(PY) -m ruff check autotune tests bench
-	$(PY) -m ruff format --check autotune tests bench
+	$(PY) -m ruff check autotune tests bench checks
+	$(PY) -m ruff format --check autotune tests bench checks
 	$(PY) -m pytest -q
 
 lint: setup
-	$(PY) -m ruff check autotune tests bench
-	$(PY) -m ruff format --check autotune tests bench
+	$(PY) -m ruff check autotune tests bench checks
+	$(PY) -m ruff format --check autotune tests bench checks
+
+# Every template path under Oclgrind (apt-get install oclgrind); also part of `make test`.
+check-memory: setup
+	$(PY) checks/memory.py
 
 seed-study: setup
 	$(PY) bench/seed_study.py --device 0

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from autotune.errors import UsageError
+from autotune.errors import AutotuneError, UsageError
 
 VERSION_TABLE = "autotune_alembic_version"
 SCHEMA_HEAD = "0001"
@@ -184,6 +184,19 @@ class Store:
             self._migrate()
         except (OperationalError, DatabaseError) as exc:
             raise UsageError(f"cannot use the database {self.url}: {exc.orig or exc}") from None
+        self._file = self._identity()
+
+    def _identity(self) -> tuple[Path, int, int] | None:
+        """The SQLite file's (path, device, inode), to notice it vanish under us."""
+        parsed = sa.make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+            return None
+        path = Path(str(parsed.database))
+        try:
+            status = path.stat()
+        except OSError:
+            return None
+        return path, status.st_dev, status.st_ino
 
     def _migrate(self) -> None:
         from autotune.migrations import upgrade
@@ -192,8 +205,16 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
-            yield session
+        if self._file is not None and self._identity() != self._file:
+            raise AutotuneError(
+                f"the database file {self._file[0]} was deleted or replaced while in use; "
+                "everything finished before that was in it"
+            )
+        try:
+            with Session(self.engine, expire_on_commit=False) as session, session.begin():
+                yield session
+        except (OperationalError, DatabaseError) as exc:
+            raise AutotuneError(f"database error ({self.url}): {exc.orig or exc}") from None
 
     def close(self) -> None:
         self.engine.dispose()

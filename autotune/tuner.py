@@ -9,6 +9,7 @@ the best kernel for (device, problem).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import statistics
@@ -24,6 +25,7 @@ from autotune import __version__
 from autotune.codegen import KernelVariant, generate
 from autotune.compiler import CompilePool, default_compilers
 from autotune.devices import DeviceInfo
+from autotune.errors import AutotuneError
 from autotune.evaluate import Evaluator
 from autotune.reference import Problem
 from autotune.search import DEFAULT_SAMPLER, Search
@@ -206,12 +208,14 @@ class Tuner:
                     results.append(self._tune_width(evaluator, device_id, width, width_deadline))
                     if self.stop.requested:
                         break
-            status = "interrupted" if self.stop.requested else "finished"
-        except KeyboardInterrupt:
-            status = "interrupted"
+        except BaseException as exc:
+            # Record how it ended if the database still can; the error itself goes on up.
+            with contextlib.suppress(AutotuneError):
+                self.store.set_run_status(
+                    self.run_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else status
+                )
             raise
-        finally:
-            self.store.set_run_status(self.run_id, status)
+        self.store.set_run_status(self.run_id, "interrupted" if self.stop.requested else "finished")
         return results
 
     # -- one filter width ----------------------------------------------------

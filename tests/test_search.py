@@ -351,3 +351,30 @@ def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):
         " AND status != 'invalid'",
     )
     assert len(keys) == len(set(keys))  # nothing measured twice
+
+
+def test_database_deleted_mid_run_is_one_clear_error(tmp_path):
+    path = tmp_path / "tune.db"
+    process = _start_search(path, 300)
+    _wait_for_trials(path, 3)
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"tune.db{suffix}").unlink(missing_ok=True)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1, err
+    lines = [line for line in err.strip().splitlines() if line.startswith("autotune:")]
+    assert len(lines) == 1 and "deleted or replaced" in lines[0] and "Traceback" not in err
+
+
+def test_database_locked_for_a_while_loses_nothing(tmp_path):
+    path = tmp_path / "tune.db"
+    process = _start_search(path, 20)
+    _wait_for_trials(path, 3)
+    blocker = sqlite3.connect(path, timeout=30)
+    blocker.execute("BEGIN EXCLUSIVE")
+    time.sleep(4)  # the search waits on the lock (busy timeout), it does not fail
+    blocker.rollback()
+    blocker.close()
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert counted_trials(path, 1) == 20
+    assert rows(path, "PRAGMA integrity_check") == [("ok",)]

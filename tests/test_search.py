@@ -378,3 +378,57 @@ def test_database_locked_for_a_while_loses_nothing(tmp_path):
     assert process.returncode == 0, err
     assert counted_trials(path, 1) == 20
     assert rows(path, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_a_failed_variant_can_never_become_best(tmp_path):
+    """Plant the fastest trial of all as wrong_result: best, export and convolve ignore it."""
+    path = tmp_path / "tune.db"
+    assert (
+        run_cli(
+            "search", *SMALL, "-f", "3", "--trials", "8", "--sampler", "random", "--db", db_url(path)
+        ).returncode
+        == 0
+    )
+    planted = {
+        "filter_mode": "define",
+        "filter_space": "global",
+        "unroll": 2,
+        "vector": 1,
+        "local_x": 8,
+        "local_y": 2,
+        "work_x": 2,
+        "work_y": 2,
+        "cache_local": False,
+    }
+    key = json.dumps(planted, sort_keys=True, separators=(",", ":"))
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "INSERT INTO autotune_trials (run_id, device_id, problem_id, number, origin, config, config_key,"
+            " status, time_ms, runs, error, created_at) VALUES (1, 1, 1, 99, 'sampler', ?, ?, 'wrong_result',"
+            " 0.000001, 0, 'planted', '2026-01-01 00:00:00')",
+            (json.dumps(planted), key),
+        )
+    # a new run re-times the top trials: the planted one is not among the candidates
+    assert (
+        run_cli(
+            "search",
+            *SMALL,
+            "-f",
+            "3",
+            "--trials",
+            "10",
+            "--sampler",
+            "random",
+            "--fresh",
+            "--db",
+            db_url(path),
+        ).returncode
+        == 0
+    )
+    best = json.loads(run_cli("best", "--db", db_url(path), "--json").stdout)
+    assert best and all(b["config"] != planted for b in best)
+    answer = json.loads(run_cli("best", "-d", "0", "-f", "3", "--db", db_url(path), "--json").stdout)
+    assert answer["config"] != planted
+    export = tmp_path / "export"
+    assert run_cli("export", "-d", "0", "--out", str(export), "--db", db_url(path)).returncode == 0
+    assert json.loads((export / "convolve_f3.json").read_text())["config"] != planted

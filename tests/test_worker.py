@@ -114,3 +114,16 @@ def test_worker_that_dies_mid_measurement_is_crashed_and_replaced():
         assert m.status is Status.CRASHED and "SIGKILL" in m.error, m
         after = worker.measure(generate({"work_x": 4}, 5), PROBLEM, FAST)
         assert after.status is Status.OK and worker._process.pid != pid
+
+
+def test_compile_that_does_not_end_times_out_and_the_next_variant_runs():
+    # 2**22 nested additions after macro expansion: the compiler works for minutes.
+    macros = "#define E0 ((float)in_width)\n" + "".join(
+        f"#define E{i} (E{i - 1} + E{i - 1})\n" for i in range(1, 23)
+    )
+    slow = variant_with(("const int lx", "output[0] = E22;\n    const int lx"))
+    slow = dataclasses.replace(slow, source=macros + slow.source)
+    with Worker(0, timeout_s=4) as worker:
+        m = worker.measure(slow, PROBLEM, FAST)
+        assert m.status is Status.TIMEOUT, m
+        assert worker.measure(generate({"work_y": 4}, 5), PROBLEM, FAST).status is Status.OK

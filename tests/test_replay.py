@@ -135,3 +135,22 @@ def test_replay_command_errors(tmp_path):
         result = run_cli("replay", str(path), *args)
         assert result.returncode == 2 and message in result.stderr
     assert "no such landscape" in run_cli("replay", str(tmp_path / "missing.json")).stderr
+
+
+def test_replay_plot(tmp_path):
+    path = synthetic(tmp_path / "bowl.json.gz")
+    png = tmp_path / "curves.png"
+    result = run_cli(
+        "replay",
+        str(path),
+        "--sampler",
+        "tpe-local,random",
+        "--budget",
+        "20",
+        "--repeats",
+        "2",
+        "--plot",
+        str(png),
+    )
+    assert result.returncode == 0, result.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -49,6 +49,45 @@ def _print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2))
 
 
+def _problem_options(default_widths: str) -> Any:
+    """--device, --filter-width and --image-size, the same for every command that measures."""
+
+    def decorate(function: Any) -> Any:
+        for option in reversed(
+            (
+                click.option("--device", "-d", "device_index", type=int, default=0, show_default=True),
+                click.option(
+                    "--filter-width",
+                    "-f",
+                    "widths_text",
+                    default=default_widths,
+                    show_default=True,
+                    help="Comma list of filter widths.",
+                ),
+                click.option(
+                    "--image-size",
+                    "-s",
+                    "size_text",
+                    default=None,
+                    help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].",
+                ),
+            )
+        ):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def _image_size(size_text: str | None, device: Any, widths: list[int]) -> tuple[int, int]:
+    """The output size asked for, or the device type's default; every width must fit."""
+    size = parse_image_size(size_text) if size_text else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    for width in widths:
+        if width > min(size):
+            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
+    return size
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="autotune")
 def cli() -> None:
@@ -182,22 +221,7 @@ def render(
 
 
 @cli.command()
-@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
-@click.option(
-    "--filter-width",
-    "-f",
-    "widths_text",
-    default="3,5,7,9,11,17,33",
-    show_default=True,
-    help="Comma list of filter widths.",
-)
-@click.option(
-    "--image-size",
-    "-s",
-    "size_text",
-    default=None,
-    help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].",
-)
+@_problem_options("3,5,7,9,11,17,33")
 @click.option("--preset", "presets", multiple=True, help="Only these presets (repeatable).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -218,15 +242,12 @@ def study(
 
     widths = parse_filter_widths(widths_text)
     device = device_info(device_index)
-    size = parse_image_size(size_text) if size_text else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    size = _image_size(size_text, device, widths)
     known = convolution_space().presets
     for name in presets:
         if name not in known:
             raise UsageError(f"unknown preset {name!r} (presets: {', '.join(known)})")
     names = list(presets) or list(known)
-    for width in widths:
-        if width > min(size):
-            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
     with Progress(console=errors, transient=True, disable=as_json) as progress:
         task = progress.add_task(f"{device.name}", total=len(widths) * len(names))
         rows = run_study(
@@ -301,22 +322,7 @@ def _device_row(store: Any, device_index: int | None) -> int | None:
 
 
 @cli.command()
-@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
-@click.option(
-    "--filter-width",
-    "-f",
-    "widths_text",
-    default="3,5,7",
-    show_default=True,
-    help="Comma list of filter widths.",
-)
-@click.option(
-    "--image-size",
-    "-s",
-    "size_text",
-    default=None,
-    help="Output WIDTHxHEIGHT [default: 2048x2048 on CPUs, 4096x4096 otherwise].",
-)
+@_problem_options("3,5,7")
 @click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
 @click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
 @click.option(
@@ -362,10 +368,7 @@ def search(
     if time_budget is not None and not time_budget > 0:
         raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
     device = device_info(device_index)
-    size = parse_image_size(size_text) if size_text else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
-    for width in widths:
-        if width > min(size):
-            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
+    size = _image_size(size_text, device, widths)
     store = _open_store(db_url)
 
     progress = Progress(

@@ -353,24 +353,16 @@ class Tuner:
 
     def _record_cached(self, earlier: Trial, number: int, device_id: int, problem_id: int) -> Trial:
         """A point measured before on this device and problem: answered, not re-run."""
-        assert self.run_id is not None
-        return self.store.add_trial(
-            run_id=self.run_id,
-            device_id=device_id,
-            problem_id=problem_id,
-            number=number,
-            origin="cached",
-            config=earlier.config,
-            config_key=earlier.config_key,
-            status=earlier.status,
+        answer = Measurement(
+            Status(earlier.status),
+            error=earlier.error,
             time_ms=earlier.time_ms,
             min_ms=earlier.min_ms,
             max_ms=earlier.max_ms,
-            runs=0,
-            compile_ms=None,
             max_error=earlier.max_error,
-            error=earlier.error,
         )
+        config = json.loads(earlier.config)
+        return self._record(answer, config, earlier.config_key, "cached", device_id, problem_id, number)
 
     def _record(
         self,

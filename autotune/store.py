@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,6 +124,20 @@ def default_url() -> str:
     return f"sqlite:///{Path(user_data_dir('autotune')) / 'autotune.db'}"
 
 
+def _retry_locked(action: Any, seconds: float = 60.0) -> Any:
+    """Run `action`, retrying while SQLite says the database is locked."""
+    deadline = time.monotonic() + seconds
+    delay = 0.05
+    while True:
+        try:
+            return action()
+        except Exception as exc:  # sqlite3 or SQLAlchemy's wrapper of it
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay + random.random() * delay)
+        delay = min(delay * 2, 1.0)
+
+
 def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -130,7 +146,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout = 60000")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        # Switching a new file to WAL needs a lock that SQLite does not wait for when
+        # another process is creating the same file: retry instead.
+        _retry_locked(lambda: cursor.execute("PRAGMA journal_mode = WAL"))
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -181,7 +199,7 @@ class Store:
         if parsed.get_backend_name() == "sqlite":
             _sqlite_pragmas(self.engine)
         try:
-            self._migrate()
+            _retry_locked(self._migrate)
         except (OperationalError, DatabaseError) as exc:
             raise UsageError(f"cannot use the database {self.url}: {exc.orig or exc}") from None
         self._file = self._identity()

@@ -432,3 +432,25 @@ def test_a_failed_variant_can_never_become_best(tmp_path):
     export = tmp_path / "export"
     assert run_cli("export", "-d", "0", "--out", str(export), "--db", db_url(path)).returncode == 0
     assert json.loads((export / "convolve_f3.json").read_text())["config"] != planted
+
+
+def test_many_processes_creating_one_database_at_once(tmp_path):
+    """The first open of a new file (schema creation, switch to WAL) races cleanly."""
+    for round_number in range(3):
+        url = db_url(tmp_path / f"new{round_number}.db")
+        code = f"from autotune.store import Store; Store({url!r}).problem_id(3, 8, 8); print('ok')"
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for _ in range(6)
+        ]
+        for process in processes:
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0 and out.strip() == "ok", err[-2000:]
+        assert rows(tmp_path / f"new{round_number}.db", "SELECT COUNT(*) FROM autotune_problems") == [(1,)]

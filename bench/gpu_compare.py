@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Our tuned kernels against the seed presets, CuPy and cuDNN, side by side in one run.
+
+For each filter width the best kernel comes from the database (tuned with
+`autotune search` beforehand, or here with --trials N when missing). Then, in
+interleaved rounds: our kernel and the best seed preset (OpenCL profiling events, in
+the measuring worker), `cupyx.scipy.ndimage.correlate` and `torch.nn.functional.conv2d`
+(cuDNN, TF32 off, benchmark mode; CUDA events), each where installed. The roofline is
+max(bytes / bandwidth, flops / peak) with the H200 figures measured on the machine.
+
+    python bench/gpu_compare.py --device 0 [--filter-width 3,5,7,9,11,17,33] [--db URL]
+                                [--image-size 4096x4096] [--trials 0] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from collections.abc import Callable
+
+from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
+from autotune.devices import device_info
+from autotune.evaluate import Evaluator
+from autotune.reference import Problem
+from autotune.store import Store
+from autotune.tuner import Budget, Tuner
+from autotune.worker import TimingPolicy
+
+
+def cuda_timer(
+    synchronize: Callable[[], None], event: Callable[[], object]
+) -> Callable[[Callable[[], None]], float]:
+    """Median ms of a callable over repeated runs, with CUDA events."""
+
+    def measure(run: Callable[[], None], repeats: int = 20) -> float:
+        run()
+        synchronize()
+        times = []
+        for _ in range(repeats):
+            start, end = event(), event()
+            start.record()  # type: ignore[attr-defined]
+            run()
+            end.record()  # type: ignore[attr-defined]
+            end.synchronize()  # type: ignore[attr-defined]
+            times.append(start.elapsed_time(end))  # type: ignore[attr-defined]
+        return statistics.median(times)
+
+    return measure
+
+
+def peers(image, filt) -> dict[str, Callable[[], float]]:  # noqa: ANN001 - numpy arrays
+    """Timers for the libraries that are installed; each returns median ms."""
+    found: dict[str, Callable[[], float]] = {}
+    try:
+        import cupy
+        from cupyx.scipy import ndimage
+
+        gpu_image, gpu_filter = cupy.asarray(image), cupy.asarray(filt)
+        timer = cuda_timer(cupy.cuda.Device().synchronize, lambda: cupy.cuda.Event())
+        found["CuPy ndimage.correlate"] = lambda: timer(
+            lambda: ndimage.correlate(gpu_image, gpu_filter, mode="constant")
+        )
+    except Exception:  # noqa: BLE001 - not installed or no CUDA: skipped
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.backends.cudnn.benchmark = True
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+            x = torch.from_numpy(image).cuda()[None, None]
+            w = torch.from_numpy(filt).cuda()[None, None]
+            timer = cuda_timer(torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True))
+            found["cuDNN conv2d"] = lambda: timer(lambda: torch.nn.functional.conv2d(x, w))
+    except Exception:  # noqa: BLE001
+        pass
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--filter-width", default="3,5,7,9,11,17,33")
+    parser.add_argument("--image-size", default=None)
+    parser.add_argument("--db", default=None, help="database URL [default: autotune's default]")
+    parser.add_argument("--trials", type=int, default=0, help="tune widths missing from the database")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
+    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+    args = parser.parse_args()
+
+    device = device_info(args.device)
+    size = (
+        parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
+    )
+    widths = parse_filter_widths(args.filter_width)
+    store = Store(args.db)
+    tuned = {
+        p.filter_width: json.loads(b.config)
+        for b, d, p in store.best()
+        if (p.out_width, p.out_height) == size
+        and (d.platform, d.name, d.vendor, d.driver)
+        == tuple(device.fingerprint[k] for k in ("platform", "name", "vendor", "driver"))
+    }
+    missing = [w for w in widths if w not in tuned]
+    if missing and args.trials > 0:
+        for result in Tuner(
+            store, args.device, device, missing, size, budget=Budget(trials=args.trials)
+        ).run():
+            tuned[result.filter_width] = result.best_config
+    policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
+    rows = []
+    with Evaluator(args.device, policy=policy) as evaluator:
+        presets = evaluator.space.presets
+        for width in widths:
+            if width not in tuned:
+                print(f"F={width}: not tuned on this device at {size[0]}x{size[1]}; skipped", file=sys.stderr)
+                continue
+            problem = Problem(width, size[0], size[1])
+            image, filt = problem.data()
+            timers = peers(image, filt)
+            times: dict[str, list[float]] = {}
+            for _ in range(args.rounds):
+                m = evaluator.evaluate(tuned[width], problem)
+                times.setdefault("autotune (tuned)", []).append(m.time_ms if m.ok else float("nan"))
+                for name, preset in presets.items():
+                    m = evaluator.evaluate(preset.config, problem)
+                    times.setdefault(f"seed {name}", []).append(m.time_ms if m.ok else float("inf"))
+                for name, timer in timers.items():
+                    times.setdefault(name, []).append(timer())
+            medians = {name: statistics.median(v) for name, v in times.items()}
+            seed_name = min((n for n in medians if n.startswith("seed ")), key=medians.get)
+            roofline = max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3
+            rows.append((width, medians, seed_name, roofline, tuned[width]))
+            print(f"F={width} done", file=sys.stderr, flush=True)
+
+    print(
+        f"GPU comparison, {datetime.date.today()}, {device.name} ({device.platform}, driver "
+        f"{device.driver_version}), {size[0]}x{size[1]} output, float32, median of {args.rounds} "
+        "interleaved rounds.\n"
+    )
+    peer_names = sorted({n for _, m, *_ in rows for n in m if not n.startswith(("seed ", "autotune"))})
+    header = [
+        "F",
+        "autotune ms",
+        "% of roofline",
+        "best seed ms",
+        *[f"{n} ms" for n in peer_names],
+        "speed-up vs seed",
+        *[f"vs {n}" for n in peer_names],
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for width, medians, seed_name, roofline, _ in rows:
+        ours = medians["autotune (tuned)"]
+        cells = [
+            str(width),
+            f"{ours:.4f}",
+            f"{roofline / ours * 100:.0f}%",
+            f"{medians[seed_name]:.4f} ({seed_name[5:]})",
+        ]
+        cells += [f"{medians[n]:.4f}" if n in medians else "-" for n in peer_names]
+        cells += [f"{medians[seed_name] / ours:.2f}x"]
+        cells += [f"{medians[n] / ours:.2f}x" if n in medians else "-" for n in peer_names]
+        print("| " + " | ".join(cells) + " |")
+    print("\nConfigs:")
+    for width, _, _, _, config in rows:
+        print(f"- F={width}: `{json.dumps(config, separators=(',', ':'))}`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,13 +99,16 @@ def main() -> int:
     )
     widths = parse_filter_widths(args.filter_width)
     store = Store(args.db)
-    tuned = {
-        p.filter_width: json.loads(b.config)
-        for b, d, p in store.best()
-        if (p.out_width, p.out_height) == size
-        and (d.platform, d.name, d.vendor, d.driver)
-        == tuple(device.fingerprint[k] for k in ("platform", "name", "vendor", "driver"))
-    }
+    # Same GPU model and platform; a different driver version is accepted (and said).
+    tuned = {}
+    for b, d, p in store.best():
+        if (p.out_width, p.out_height) == size and (d.platform, d.name) == (device.platform, device.name):
+            tuned[p.filter_width] = json.loads(b.config)
+            if d.driver != device.driver_version:
+                print(
+                    f"F={p.filter_width}: tuned with driver {d.driver}, running {device.driver_version}",
+                    file=sys.stderr,
+                )
     missing = [w for w in widths if w not in tuned]
     if missing and args.trials > 0:
         for result in Tuner(

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Registers, spills and shared memory of chosen kernels on NVIDIA's OpenCL driver.
+
+Builds each config with `-cl-nv-verbose` and prints the compiler's resource lines
+(ptxas info), the first thing to look at when a tile shape loses on the GPU.
+
+    python3 bench/kernel_resources.py --device 0 --filter-width 9,17,33 --config @configs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from autotune.cli import parse_filter_widths
+from autotune.codegen import generate
+from autotune.devices import open_device
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--filter-width", default="9,17,33")
+    parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
+    args = parser.parse_args()
+
+    import pyopencl as cl
+
+    info, device = open_device(args.device)
+    context = cl.Context([device])
+    configs = []
+    for text in args.config:
+        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
+        configs += data if isinstance(data, list) else [data]
+    print(f"{info.name} ({info.platform}, driver {info.driver_version})")
+    for width in parse_filter_widths(args.filter_width):
+        for config in configs:
+            variant = generate(config, width)
+            program = cl.Program(context, variant.source).build(options=["-cl-nv-verbose"])
+            log = program.get_build_info(device, cl.program_build_info.LOG)
+            lines = [
+                line.strip()
+                for line in log.splitlines()
+                if "ptxas" in line and ("Used" in line or "spill" in line)
+            ]
+            c = variant.config
+            label = (
+                f"work {c['work_x']}x{c['work_y']} local {c['local_x']}x{c['local_y']} "
+                f"unroll {c['unroll']} vector {c['vector']}"
+            )
+            print(
+                f"F={width} {label}: " + " | ".join(lines or ["no ptxas lines in the build log"]), flush=True
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

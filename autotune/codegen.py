@@ -100,6 +100,7 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
         define=config["filter_mode"] == "define",
         filter_type=filter_type,
         unroll=config["unroll"],
+        unroll_rows=config["unroll_rows"],
         vector=config["vector"],
         lx=config["local_x"],
         ly=config["local_y"],

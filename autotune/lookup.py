@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.devices import DeviceInfo
+from autotune.errors import UsageError
 from autotune.space import Config, SearchSpace, convolution_space
 
 LEVELS = ("exact", "nearest_image_size", "same_vendor", "default")
@@ -67,7 +68,10 @@ def choose(
     for best, row_device, problem in rows:
         if problem.filter_width != filter_width:
             continue
-        config = json.loads(best.config)
+        try:
+            config = space.complete(json.loads(best.config))  # older rows lack newer knobs
+        except UsageError:
+            continue  # written for another space
         if space.violations(config, filter_width, device):
             continue
         size = (problem.out_width, problem.out_height)

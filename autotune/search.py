@@ -78,6 +78,8 @@ class Search:
     # -- encoding ------------------------------------------------------------
 
     def encode(self, config: Config) -> dict[str, int]:
+        """Value indices; knobs the config predates take their defaults."""
+        config = self.space.complete(config)
         return {name: self.space.knobs[name].values.index(value) for name, value in config.items()}
 
     def decode(self, params: dict[str, Any]) -> Config:

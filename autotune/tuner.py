@@ -25,11 +25,11 @@ from autotune import __version__
 from autotune.codegen import KernelVariant, generate
 from autotune.compiler import CompilePool, default_compilers
 from autotune.devices import DeviceInfo
-from autotune.errors import AutotuneError
+from autotune.errors import AutotuneError, UsageError
 from autotune.evaluate import Evaluator
 from autotune.reference import Problem
 from autotune.search import DEFAULT_SAMPLER, Search
-from autotune.space import Config
+from autotune.space import Config, convolution_space
 from autotune.store import Store, Trial, config_key
 from autotune.worker import Compiled, Measurement, Status, TimingPolicy
 
@@ -243,11 +243,12 @@ class Tuner:
                 mine += 1
                 if trial.status != Status.OK.value:
                     result.failures[trial.status] += 1
-            if trial.origin in ("retime", "cached") or trial.config_key in known:
+            key = self._key(trial, space)
+            if trial.origin in ("retime", "cached") or key is None or key in known:
                 continue
-            known[trial.config_key] = trial
+            known[key] = trial
             if trial.status != Status.INVALID.value:
-                search.add_history(json.loads(trial.config), trial.time_ms if trial.status == "ok" else None)
+                search.add_history(json.loads(key), trial.time_ms if trial.status == "ok" else None)
         measured_here = {t.config_key for t in self.store.trials(run_id=self.run_id, problem_id=problem_id)}
 
         queued: dict[str, str] = {}  # config key -> why it was put first
@@ -338,6 +339,15 @@ class Tuner:
         self.listener("width_done", {"filter_width": width, "result": result})
         return result
 
+    @staticmethod
+    def _key(trial: Trial, space: Any) -> str | None:
+        """The trial's config key under the current space (rows written before a knob
+        existed get its default), or None for a config from another space."""
+        try:
+            return config_key(space.complete(json.loads(trial.config)))
+        except UsageError:
+            return None
+
     def _record_invalid(
         self, config: Config, key: str, reasons: list[str], device_id: int, problem_id: int
     ) -> Trial:
@@ -396,7 +406,7 @@ class Tuner:
     def _neighbour_bests(self, device_id: int, width: int) -> list[Config]:
         """Best configs of this device at the nearest other filter widths (same image size)."""
         rows = [
-            (abs(problem.filter_width - width), json.loads(best.config))
+            (abs(problem.filter_width - width), convolution_space().complete(json.loads(best.config)))
             for best, _, problem in self.store.best(device_id=device_id)
             if problem.filter_width != width
             and (problem.out_width, problem.out_height) == tuple(self.image_size)
@@ -471,13 +481,13 @@ class Tuner:
             if ok:
                 top = min(ok, key=lambda t: t.time_ms or 0.0)
                 result.best_ms, result.best_config = top.time_ms, json.loads(top.config)
-        from autotune.space import convolution_space
-
         presets = {config_key(p.config): name for name, p in convolution_space().presets.items()}
         seed_times: dict[str, float] = {}
+        space = convolution_space()
         for t in self.store.trials(device_id=device_id, problem_id=problem_id):
-            if t.status == Status.OK.value and t.config_key in presets and t.time_ms is not None:
-                name = presets[t.config_key]
+            key = self._key(t, space)
+            if t.status == Status.OK.value and key in presets and t.time_ms is not None:
+                name = presets[key]
                 seed_times[name] = min(seed_times.get(name, float("inf")), t.time_ms)
         result.baseline_ms = seed_times.get("baseline")
         if seed_times:

@@ -48,6 +48,7 @@ def cases() -> list[tuple[dict, int, tuple[int, int]]]:
                 config["cache_local"] = False
             configs.append(config)
     configs.append(space.complete({**base, "work_x": 8, "work_y": 8, "unroll": "full", "vector": 4}))
+    configs.append(space.complete({**base, "work_x": 4, "work_y": 8, "unroll": "full", "unroll_rows": False}))
     configs.append(space.complete({**base, "work_x": 4, "work_y": 8, "cache_local": True, "vector": 4}))
     out = []
     for i, config in enumerate(configs):

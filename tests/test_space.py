@@ -21,6 +21,7 @@ def test_design_knobs_are_declared():
         "filter_mode",
         "filter_space",
         "unroll",
+        "unroll_rows",
         "vector",
         "local_x",
         "local_y",

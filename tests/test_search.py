@@ -92,29 +92,26 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
     assert len(json.loads(run_cli("history", "--db", db_url(path), "--json").stdout)) == 1
 
 
-def _start_search(path, trials):
+def _start_search(path, trials, width="3", *extra):
+    """A real `autotune search` in the background, on the small problem."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "autotune",
-            "search",
-            *SMALL,
-            "-f",
-            "3",
-            "--trials",
-            str(trials),
-            "--sampler",
-            "random",
-            "--db",
-            db_url(path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    argv = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "search",
+        *SMALL,
+        "-f",
+        width,
+        "--trials",
+        str(trials),
+        "--sampler",
+        "random",
+        *extra,
+        "--db",
+        db_url(path),
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _wait_for_trials(path, at_least, timeout=120):
@@ -171,33 +168,7 @@ def test_ctrl_c_stops_after_the_trial_and_keeps_everything(tmp_path):
 
 def test_two_searches_on_one_sqlite_file(tmp_path):
     path = tmp_path / "tune.db"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "autotune",
-                "search",
-                *SMALL,
-                "-f",
-                width,
-                "--trials",
-                "14",
-                "--sampler",
-                "random",
-                "--seed",
-                seed,
-                "--db",
-                db_url(path),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for width, seed in (("3", "1"), ("5", "2"))
-    ]
+    processes = [_start_search(path, 14, width, "--seed", seed) for width, seed in (("3", "1"), ("5", "2"))]
     for process in processes:
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, err

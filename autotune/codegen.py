@@ -93,12 +93,16 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
     filter_type = "__constant float" if config["filter_space"] == "constant" else "__global const float"
+    filter_local = config["filter_space"] == "local"
     source = _template().render(
         config_json=json.dumps(config, sort_keys=True),
         kernel_name=KERNEL_NAME,
         filter_width=filter_width,
         define=config["filter_mode"] == "define",
         filter_type=filter_type,
+        filter_local=filter_local,
+        filter_rows="filter_copy" if filter_local else "filter",
+        filter_row_type="__local const float" if filter_local else filter_type,
         unroll=config["unroll"],
         unroll_rows=config["unroll_rows"],
         vector=config["vector"],

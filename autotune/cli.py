@@ -326,7 +326,9 @@ def _device_row(store: Any, device_index: int | None) -> int | None:
 @click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
 @click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
 @click.option(
-    "--sampler", default="tpe-local", show_default=True, help="tpe-local, tpe, random, cmaes or grid."
+    "--sampler",
+    default=None,
+    help="gp (the default), tpe-local, tpe, random, cmaes or grid.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
@@ -344,7 +346,7 @@ def search(
     size_text: str | None,
     trials: int,
     time_budget: float | None,
-    sampler: str,
+    sampler: str | None,
     seed: int,
     fresh: bool,
     compilers: int | None,
@@ -355,10 +357,11 @@ def search(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from autotune.devices import device_info
-    from autotune.search import SAMPLERS
+    from autotune.search import DEFAULT_SAMPLER, SAMPLERS
     from autotune.tuner import Budget, Tuner
 
     widths = parse_filter_widths(widths_text)
+    sampler = sampler or DEFAULT_SAMPLER
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
     if trials <= 0:

@@ -7,28 +7,38 @@ included, understands.
 
 Given a validity test, `ask` only returns valid points: an invalid proposal is told to
 the sampler as failed and repaired to a valid, unvisited point that differs from it in
-as few knobs as possible. `tpe-local` (the default) starts like TPE (10 random
-points), then searches locally: each next point is an unvisited neighbour of the best
-point so far (one knob set to another value); TPE proposes only when the best point's
-whole neighbourhood is measured. BENCHMARKS.md has the replay comparison behind it.
+as few knobs as possible.
+
+`gp` (the default) starts with 10 random points, then fits a Gaussian process to what
+is measured (autotune/surrogate.py) and takes the point of highest expected
+improvement, alternating between the best point's one-knob neighbours (exploit) and
+the whole space (explore). `tpe-local` is TPE followed by a random walk over one-knob
+neighbours of the best point. BENCHMARKS.md has the replay comparison behind the choice.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import random
 import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import optuna
 
+from autotune import surrogate
 from autotune.errors import UsageError
 from autotune.space import Config, SearchSpace
 
-SAMPLERS = ("tpe-local", "tpe", "random", "cmaes", "grid")
-DEFAULT_SAMPLER = "tpe-local"
+SAMPLERS = ("gp", "tpe-local", "tpe", "random", "cmaes", "grid")
+DEFAULT_SAMPLER = "gp"
 STARTUP_TRIALS = 10
+ENUMERATE_LIMIT = 50_000  # spaces up to this size score every point; larger ones a sample
+CANDIDATE_SAMPLE = 4_000
+MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
 
 optuna.logging.set_verbosity(logging.ERROR)
@@ -37,7 +47,7 @@ warnings.filterwarnings("ignore", message=".*warn_independent_sampling.*", categ
 
 
 def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.BaseSampler:
-    if name in ("tpe", "tpe-local"):
+    if name in ("tpe", "tpe-local", "gp"):
         # constant_liar: points still being compiled/timed count as taken, so a
         # pipeline of asks does not propose the same point several times.
         return optuna.samplers.TPESampler(
@@ -74,6 +84,8 @@ class Search:
         self.visited: dict[tuple[int, ...], float | None] = {}
         self.in_flight: set[tuple[int, ...]] = set()  # asked, not told yet (compiling ahead)
         self.best: tuple[float, tuple[int, ...]] | None = None
+        self._valid_points: list[tuple[int, ...]] | None = None
+        self._feature_table: list[np.ndarray] | None = None
 
     # -- encoding ------------------------------------------------------------
 
@@ -113,6 +125,10 @@ class Search:
             neighbour = self._unvisited_neighbour()
             if neighbour is not None:
                 self.study.enqueue_trial(self._params(neighbour))
+        if self.sampler_name == "gp" and self._started():
+            proposal = self._gp_proposal()
+            if proposal is not None:
+                self.study.enqueue_trial(self._params(proposal))
         for _ in range(MAX_ASKS):
             trial = self.study.ask(self.distributions)
             config = self.decode(trial.params)
@@ -179,6 +195,61 @@ class Search:
         self.random.shuffle(candidates)
         return next((c for c in candidates if self._usable(c)), None)
 
+    def _candidates(self) -> list[tuple[int, ...]]:
+        """Unvisited valid points: all of them in small spaces, else a random sample
+        plus the one-knob neighbourhoods of the five best points."""
+        sizes = [len(k.values) for k in self.space.knobs.values()]
+        if math.prod(sizes) <= ENUMERATE_LIMIT:
+            if self._valid_points is None:
+                self._valid_points = [
+                    p for p in itertools.product(*(range(n) for n in sizes)) if self._usable(p)
+                ]
+            return [p for p in self._valid_points if p not in self.visited and p not in self.in_flight]
+        found = {tuple(self.random.randrange(n) for n in sizes) for _ in range(CANDIDATE_SAMPLE)}
+        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)
+        for _, centre in ranked[:5]:
+            for i, size in enumerate(sizes):
+                found.update(centre[:i] + (value,) + centre[i + 1 :] for value in range(size))
+        return [p for p in found if self._usable(p)]
+
+    def _gp_proposal(self) -> tuple[int, ...] | None:
+        """Highest expected improvement under the surrogate: among the best point's
+        one-knob neighbours on every other call, among all candidates on the rest."""
+        assert self.best is not None
+        candidates = self._candidates()
+        if len(self.visited) % 2:
+            centre = self.best[1]
+            near = [p for p in candidates if sum(a != b for a, b in zip(p, centre, strict=True)) == 1]
+            candidates = near or candidates
+        if not candidates:
+            return None
+        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[:MODEL_POINTS]
+        index = surrogate.propose(
+            self._features(measured),
+            [self.visited[p] for p in measured],
+            self._features(candidates),
+            self._features(sorted(self.in_flight)),
+        )
+        return candidates[index]
+
+    def _features(self, points: list[tuple[int, ...]]) -> np.ndarray:
+        """The surrogate's view of points: each knob's value index scaled to [0, 1], and,
+        for numeric knobs that mix powers of two with other values, whether the value is
+        one (GPUs often care more about alignment than about magnitude)."""
+        if self._feature_table is None:
+            table = []
+            for knob in self.space.knobs.values():
+                columns = [[i / max(len(knob.values) - 1, 1) for i in range(len(knob.values))]]
+                flags = [_power_of_two(v) for v in knob.values]
+                if any(flags) and not all(flags):
+                    columns.append([float(f) for f in flags])
+                table.append(np.array(columns, dtype=float).T)
+            self._feature_table = table
+        if not points:
+            return np.zeros((0, sum(t.shape[1] for t in self._feature_table)))
+        indices = np.array(points, dtype=int)
+        return np.hstack([table[indices[:, i]] for i, table in enumerate(self._feature_table)])
+
     def _repair(self, point: tuple[int, ...]) -> tuple[int, ...] | None:
         """Change one knob, then two, ... until the point is valid and unvisited."""
         sizes = [len(k.values) for k in self.space.knobs.values()]
@@ -196,3 +267,13 @@ class Search:
                     return candidate
             current = self.random.sample(changed, min(len(changed), 20))
         return None
+
+
+def _power_of_two(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or value != int(value):
+        return False
+    return int(value) & (int(value) - 1) == 0
+
+
+def _rank(value: float | None) -> float:
+    return math.inf if value is None else value

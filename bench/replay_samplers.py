@@ -2,7 +2,7 @@
 """Compare samplers by replay on measured landscapes (no hardware needed).
 
     python bench/replay_samplers.py [--landscapes ../shared/landscapes/*.json.gz]
-                                    [--samplers tpe-local,tpe,random,cmaes] [--repeats 20] [--budget 100]
+                                    [--samplers gp,tpe-local,tpe,random] [--repeats 20] [--budget 100]
 
 Prints, per landscape and sampler, the median of best found / optimum after 20, 50
 and 100 evaluations, P(within 5%) at 50, and the median evaluations to reach 5%.
@@ -25,7 +25,7 @@ def main() -> int:
     parser.add_argument(
         "--landscapes", nargs="*", default=sorted(glob.glob(str(here.parent / "shared/landscapes/*.json.gz")))
     )
-    parser.add_argument("--samplers", default="tpe-local,tpe,random,cmaes")
+    parser.add_argument("--samplers", default="gp,tpe-local,tpe,random")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)

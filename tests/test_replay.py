@@ -57,7 +57,7 @@ def test_every_sampler_finds_the_known_optimum(tmp_path, sampler):
     traces = replay(landscape, sampler, budget=budget, repeats=1 if sampler == "grid" else 3, seed=1)
     assert all(len(t.best_after) <= budget for t in traces)
     assert all(t.best_after == sorted(t.best_after, reverse=True) for t in traces)  # best never worsens
-    if sampler in ("tpe-local", "tpe", "grid"):
+    if sampler in ("gp", "tpe-local", "tpe", "grid"):
         assert all(t.best_at(budget) == 0.5 for t in traces), [t.best_at(budget) for t in traces]
     summary = summarise(landscape, traces, (10, budget))
     assert summary["budgets"][-1]["median"] >= 1.0
@@ -65,8 +65,8 @@ def test_every_sampler_finds_the_known_optimum(tmp_path, sampler):
 
 def test_replay_is_deterministic_for_a_seed(tmp_path):
     landscape = load(synthetic(tmp_path / "bowl.json.gz"))
-    a = replay_once(landscape, "tpe-local", 60, seed=5).best_after
-    b = replay_once(landscape, "tpe-local", 60, seed=5).best_after
+    a = replay_once(landscape, "gp", 60, seed=5).best_after
+    b = replay_once(landscape, "gp", 60, seed=5).best_after
     assert a == b
     path = str(tmp_path / "bowl.json.gz")
     first = run_cli("replay", path, "--budget", "30", "--repeats", "3", "--seed", "2", "--json")

@@ -1,6 +1,7 @@
 """`autotune search` end to end on PoCL with a real SQLite file, in subprocesses."""
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from autotune.search import Search
-from autotune.space import SearchSpace
+from autotune.space import SearchSpace, convolution_space
 from tests.conftest import ROOT, run_cli
 
 SMALL = ["-d", "0", "-s", "40x24"]
@@ -286,6 +287,29 @@ def test_search_engine_is_generic():
         search.tell(trial, value)
         best = value if best is None else min(best, value)
     assert best <= 1
+
+
+def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
+    """The kernel space is too large to score every point, so the GP ranks a sample
+    plus the best points' neighbourhoods; asks made before any tell never repeat."""
+    space = convolution_space()
+    search = Search(space, "gp", seed=3, valid=lambda c: not space.violations(c, 9))
+    fastest = {"work_x": 4, "work_y": 8, "filter_space": "local", "unroll": "full"}
+
+    def objective(config):
+        return 1.0 + sum(config[k] != v for k, v in fastest.items()) + 0.01 * config["local_x"] / 256
+
+    best = math.inf
+    for _ in range(20):
+        asked = [search.ask() for _ in range(3)]  # three in flight, as when compiling ahead
+        points = [json.dumps(config, sort_keys=True) for _, config in asked]  # type: ignore[misc]
+        assert len(set(points)) == 3
+        for trial, config in asked:  # type: ignore[misc]
+            assert not space.violations(config, 9)
+            value = objective(config)
+            search.tell(trial, value)
+            best = min(best, value)
+    assert best < 1.02, best
 
 
 def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):

@@ -1,0 +1,126 @@
+"""A Gaussian-process model of a tuning landscape, for choosing the next point to measure.
+
+Small discrete spaces suit a GP: a few hundred measurements at most, and every candidate
+can be scored. Points are knob-value indices scaled to [0, 1] (ordinal knobs keep their
+order, so "neighbouring" block sizes are near). Times are modelled in log space, so a
+2x slowdown weighs the same anywhere; failed points are told as the worst time seen,
+which steers the search away from regions that do not compile or run. Length scales
+(one per knob), noise and amplitude are fitted by maximising the marginal likelihood
+over a small grid, which needs nothing beyond NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LENGTH_SCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 5.0)
+NOISES = (1e-4, 1e-2, 0.1)
+FIT_SWEEPS = 2
+_SQRT5 = math.sqrt(5.0)
+
+
+def _matern52(a: np.ndarray, b: np.ndarray, length_scales: np.ndarray) -> np.ndarray:
+    a = a / length_scales
+    b = b / length_scales
+    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+    r = np.sqrt(np.maximum(squared, 0.0))
+    return (1.0 + _SQRT5 * r + 5.0 / 3.0 * r * r) * np.exp(-_SQRT5 * r)
+
+
+class GaussianProcess:
+    """Zero-mean GP on standardised targets; Matérn 5/2 with one length scale per knob."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, like: GaussianProcess | None = None) -> None:
+        """Fits the hyperparameters, or takes them (and the scaling) from `like`."""
+        self.x = x
+        if like is None:
+            self.mean = float(y.mean())
+            self.scale = float(y.std()) or 1.0
+            self.length_scales = np.full(x.shape[1], 0.3)
+            self.noise = 1e-2
+        else:
+            self.mean, self.scale = like.mean, like.scale
+            self.length_scales, self.noise = like.length_scales, like.noise
+        self.y = (y - self.mean) / self.scale
+        if like is None:
+            self._fit()
+        self._factor()
+
+    def _likelihood(self, length_scales: np.ndarray, noise: float) -> float:
+        """Log marginal likelihood with the amplitude profiled out."""
+        n = len(self.y)
+        k = _matern52(self.x, self.x, length_scales) + noise * np.eye(n)
+        try:
+            chol = np.linalg.cholesky(k)
+        except np.linalg.LinAlgError:
+            return -math.inf
+        alpha = np.linalg.solve(chol, self.y)
+        amplitude = max(float(alpha @ alpha) / n, 1e-12)
+        return -0.5 * n * math.log(amplitude) - float(np.log(np.diag(chol)).sum())
+
+    def _fit(self) -> None:
+        best = self._likelihood(self.length_scales, self.noise)
+        for _ in range(FIT_SWEEPS):
+            for noise in NOISES:
+                score = self._likelihood(self.length_scales, noise)
+                if score > best:
+                    best, self.noise = score, noise
+            for dim in range(self.x.shape[1]):
+                for value in LENGTH_SCALES:
+                    trial = self.length_scales.copy()
+                    trial[dim] = value
+                    score = self._likelihood(trial, self.noise)
+                    if score > best:
+                        best, self.length_scales = score, trial
+
+    def _factor(self) -> None:
+        n = len(self.y)
+        k = _matern52(self.x, self.x, self.length_scales) + self.noise * np.eye(n)
+        self._chol = np.linalg.cholesky(k)
+        self._alpha = np.linalg.solve(self._chol.T, np.linalg.solve(self._chol, self.y))
+        self._amplitude = max(float(self.y @ self._alpha) / n, 1e-12)
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation, on the standardised scale."""
+        cross = _matern52(x, self.x, self.length_scales)
+        mean = cross @ self._alpha
+        v = np.linalg.solve(self._chol, cross.T)
+        variance = np.maximum(1.0 - (v * v).sum(0), 1e-12) * self._amplitude
+        return mean, np.sqrt(variance)
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.ndarray:
+    z = (best - mean) / std
+    cdf = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)).astype(float))
+    pdf = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    return (best - mean) * cdf + std * pdf
+
+
+def propose(
+    measured: np.ndarray,
+    values: list[float | None],
+    candidates: np.ndarray,
+    pending: np.ndarray | None = None,
+) -> int:
+    """Index into `candidates` of the point with the highest expected improvement.
+
+    `values` holds times (None: failed). `pending` points are being measured: they are
+    added at the model's own prediction (kriging believer), so a pipeline of proposals
+    spreads out instead of piling onto one spot.
+    """
+    logs = [math.log(v) for v in values if v is not None]
+    worst = max(logs) if logs else 0.0
+    y = np.array([math.log(v) if v is not None else worst for v in values])
+    model = GaussianProcess(measured, y)
+    best = float(model.y.min())
+    if pending is not None and len(pending):
+        believed, _ = model.predict(pending)
+        x = np.vstack([measured, pending])
+        model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
+    mean, std = model.predict(candidates)
+    return int(np.argmax(expected_improvement(mean, std, best)))

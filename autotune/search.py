@@ -9,7 +9,7 @@ Given a validity test, `ask` only returns valid points: an invalid proposal is t
 the sampler as failed and repaired to a valid, unvisited point that differs from it in
 as few knobs as possible.
 
-`gp` (the default) starts with 10 random points, then fits a Gaussian process to what
+`gp` (the default) starts with 10 random points (powers of two favoured), then fits a Gaussian process to what
 is measured (autotune/surrogate.py) and takes the point of highest expected
 improvement, alternating between the best point's one-knob neighbours (exploit) and
 the whole space (explore). `tpe-local` is TPE followed by a random walk over one-knob
@@ -38,6 +38,7 @@ DEFAULT_SAMPLER = "gp"
 STARTUP_TRIALS = 10
 ENUMERATE_LIMIT = 50_000  # spaces up to this size score every point; larger ones a sample
 CANDIDATE_SAMPLE = 4_000
+POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers of two
 MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
 
@@ -125,8 +126,8 @@ class Search:
             neighbour = self._unvisited_neighbour()
             if neighbour is not None:
                 self.study.enqueue_trial(self._params(neighbour))
-        if self.sampler_name == "gp" and self._started():
-            proposal = self._gp_proposal()
+        if self.sampler_name == "gp" and not self._waiting():
+            proposal = self._gp_proposal() if self._started() else self._start_point()
             if proposal is not None:
                 self.study.enqueue_trial(self._params(proposal))
         for _ in range(MAX_ASKS):
@@ -173,6 +174,26 @@ class Search:
         self.visited[point] = value
         if value is not None and (self.best is None or value < self.best[0]):
             self.best = (value, point)
+
+    def _waiting(self) -> bool:
+        """Points queued already (presets, warm starts) go first."""
+        return bool(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+    def _start_point(self) -> tuple[int, ...] | None:
+        """A random valid, unvisited point; knobs that mix powers of two with other
+        values draw from their powers of two half of the time (GPU work sizes favour
+        them: on every replayed landscape the optimum has them)."""
+        for _ in range(100):
+            point = []
+            for knob in self.space.knobs.values():
+                flags = [_power_of_two(v) for v in knob.values]
+                pool = range(len(knob.values))
+                if any(flags) and not all(flags) and self.random.random() < POW2_SHARE:
+                    pool = [i for i, flag in enumerate(flags) if flag]
+                point.append(self.random.choice(pool))
+            if self._usable(tuple(point)):
+                return tuple(point)
+        return None
 
     def _started(self) -> bool:
         return self.best is not None and len(self.visited) >= STARTUP_TRIALS

@@ -312,6 +312,18 @@ def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
     assert best < 1.02, best
 
 
+def test_gp_start_points_favour_powers_of_two():
+    """Half the time a knob like block_size_x (16..256 step 16) draws a power of two."""
+    space = SearchSpace.from_dict(
+        {"knobs": {"block": {"values": list(range(16, 257, 16))}, "flag": {"values": [0, 1]}}}
+    )
+    search = Search(space, "gp", seed=4)
+    blocks = [space.knobs["block"].values[search._start_point()[0]] for _ in range(200)]  # type: ignore[index]
+    powers = sum(b & (b - 1) == 0 for b in blocks)
+    assert 100 < powers < 160, powers  # uniform draws would give about 62 of 200
+    assert len(set(blocks)) > 10  # the other values are still drawn
+
+
 def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):
     """Forced onto PoCL (where it is off by default), compiling ahead keeps every rule."""
     path = tmp_path / "tune.db"

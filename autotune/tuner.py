@@ -1,7 +1,7 @@
 """Tune kernels on a device: the search loop per filter width, every trial persisted.
 
 Order per filter width: the seed presets (so the result is never worse than the seed
-kernels), then the best configs of neighbouring widths on the same device (warm start),
+kernels), then the best configs of other widths on the same device (warm start),
 then the sampler. Points already measured for this device and problem are answered from
 the database. At the end the top few are re-timed interleaved, and the winner becomes
 the best kernel for (device, problem).
@@ -34,6 +34,7 @@ from autotune.store import Store, Trial, config_key
 from autotune.worker import Compiled, Measurement, Status, TimingPolicy
 
 MAX_INVALID_IN_A_ROW = 500
+WARM_START_WIDTHS = 8  # warm start: best configs of up to this many other widths
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,9 @@ class Tuner:
         )
 
     def _neighbour_bests(self, device_id: int, width: int) -> list[Config]:
-        """Best configs of this device at the nearest other filter widths (same image size)."""
+        """Best configs of this device at other filter widths, nearest first (same image
+        size). Far widths count too: F = 33's winner is also fast at F = 17 and leads the
+        search into a region it would not reach from F = 9 or 11."""
         rows = [
             (abs(problem.filter_width - width), convolution_space().complete(json.loads(best.config)))
             for best, _, problem in self.store.best(device_id=device_id)
@@ -416,7 +419,7 @@ class Tuner:
         for _, config in rows:
             if config not in configs:
                 configs.append(config)
-        return configs[:3]
+        return configs[:WARM_START_WIDTHS]
 
     def _retime(
         self, evaluator: Evaluator, device_id: int, problem_id: int, problem: Problem, result: WidthResult

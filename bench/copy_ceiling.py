@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -33,6 +34,50 @@ __kernel void copy4(__global const float4 *restrict src, __global float4 *restri
     if (i < n4) dst[i] = src[i];
 }
 """
+LOCAL = 256
+
+
+def copy_timer(device_index: int, repeats: int = 50) -> Callable[[int, int], dict[str, float]]:
+    """A function (input floats, output floats) -> median ms of each way of copying the
+    output's worth of floats, on the given device."""
+    import pyopencl as cl
+
+    _, device = open_device(device_index)
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    program = cl.Program(context, SOURCE).build()
+    kernels = {name: cl.Kernel(program, name) for name in ("copy1", "copy4")}
+
+    def median_ms(launch: Callable[[], cl.Event]) -> float:
+        runs = []
+        for _ in range(repeats + 3):
+            event = launch()
+            event.wait()
+            runs.append((event.profile.end - event.profile.start) * 1e-6)
+        return statistics.median(runs[3:])
+
+    def measure(in_floats: int, out_floats: int) -> dict[str, float]:
+        src = cl.Buffer(context, cl.mem_flags.READ_WRITE, in_floats * 4)
+        dst = cl.Buffer(context, cl.mem_flags.READ_WRITE, out_floats * 4)
+        cl.enqueue_fill_buffer(queue, src, np.float32(1), 0, in_floats * 4)
+        times = {}
+        for name, count in (("copy1", out_floats), ("copy4", out_floats // 4)):
+            global_size = -(-count // LOCAL) * LOCAL
+            kernel = kernels[name]
+            times[name] = median_ms(
+                lambda kernel=kernel, size=global_size, n=count: kernel(
+                    queue, (size,), (LOCAL,), src, dst, np.int32(n)
+                )
+            )
+        times["buffer"] = median_ms(lambda: cl.enqueue_copy(queue, dst, src, byte_count=out_floats * 4))
+        return times
+
+    return measure
+
+
+def ceiling_ms(times: dict[str, float], in_floats: int, out_floats: int) -> float:
+    """The best copy, scaled to the bytes the convolution moves (input halo included)."""
+    return min(times.values()) * (in_floats + out_floats) / (2 * out_floats)
 
 
 def main() -> int:
@@ -43,13 +88,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
 
-    import pyopencl as cl
-
-    info, device = open_device(args.device)
-    context = cl.Context([device])
-    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    program = cl.Program(context, SOURCE).build()
-    kernels = {name: cl.Kernel(program, name) for name in ("copy1", "copy4")}
+    info, _ = open_device(args.device)
+    measure = copy_timer(args.device, args.repeats)
     width, height = parse_image_size(args.image_size)
     print(f"{info.name}, output {width}x{height}, median of {args.repeats} runs")
     print("| F | convolution moves MB | copy1 ms | copy4 ms | CopyBuffer ms | copy GB/s | ceiling for F ms |")
@@ -57,33 +97,12 @@ def main() -> int:
     for filter_width in parse_filter_widths(args.filter_width):
         in_floats = (width + filter_width - 1) * (height + filter_width - 1)
         out_floats = width * height
-        src = cl.Buffer(context, cl.mem_flags.READ_WRITE, in_floats * 4)
-        dst = cl.Buffer(context, cl.mem_flags.READ_WRITE, out_floats * 4)
-        cl.enqueue_fill_buffer(queue, src, np.float32(1), 0, in_floats * 4)
-        # The copies read as many floats as they write; the convolution reads a few
-        # more (the halo), so its ceiling is the best copy time scaled by bytes.
-        times = {}
-        for name, count, local in (("copy1", out_floats, 256), ("copy4", out_floats // 4, 256)):
-            kernel = kernels[name]
-            global_size = -(-count // local) * local
-            runs = []
-            for _ in range(args.repeats + 3):
-                event = kernel(queue, (global_size,), (local,), src, dst, np.int32(count))
-                event.wait()
-                runs.append((event.profile.end - event.profile.start) * 1e-6)
-            times[name] = statistics.median(runs[3:])
-        runs = []
-        for _ in range(args.repeats + 3):
-            event = cl.enqueue_copy(queue, dst, src, byte_count=out_floats * 4)
-            event.wait()
-            runs.append((event.profile.end - event.profile.start) * 1e-6)
-        times["buffer"] = statistics.median(runs[3:])
-        moved = 2 * out_floats * 4  # what the copies move
-        needed = (in_floats + out_floats) * 4  # what the convolution must move
-        best = min(times.values())
+        times = measure(in_floats, out_floats)
+        rate = 2 * out_floats * 4 / (min(times.values()) * 1e-3) / 1e9
         print(
-            f"| {filter_width} | {needed / 1e6:.1f} | {times['copy1']:.4f} | {times['copy4']:.4f} "
-            f"| {times['buffer']:.4f} | {moved / (best * 1e-3) / 1e9:.0f} | {best * needed / moved:.4f} |",
+            f"| {filter_width} | {(in_floats + out_floats) * 4 / 1e6:.1f} | {times['copy1']:.4f} "
+            f"| {times['copy4']:.4f} | {times['buffer']:.4f} | {rate:.0f} "
+            f"| {ceiling_ms(times, in_floats, out_floats):.4f} |",
             flush=True,
         )
     return 0

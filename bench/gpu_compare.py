@@ -6,7 +6,9 @@ For each filter width the best kernel comes from the database (tuned with
 interleaved rounds: our kernel and the best seed preset (OpenCL profiling events, in
 the measuring worker), `cupyx.scipy.ndimage.correlate` and `torch.nn.functional.conv2d`
 (cuDNN, TF32 off, benchmark mode; CUDA events), each where installed. The roofline is
-max(bytes / bandwidth, flops / peak) with the H200 figures measured on the machine.
+max(bytes / bandwidth, flops / peak) with the H200 figures measured on the machine; the
+copy ceiling is a float4 copy kernel or clEnqueueCopyBuffer moving the same bytes, timed
+in the same rounds (`bench/copy_ceiling.py`), the honest bound for small filters.
 
     python bench/gpu_compare.py --device 0 [--filter-width 3,5,7,9,11,17,33] [--db URL]
                                 [--image-size 4096x4096] [--trials 0] [--rounds 3]
@@ -20,6 +22,8 @@ import json
 import statistics
 import sys
 from collections.abc import Callable
+
+from copy_ceiling import ceiling_ms, copy_timer
 
 from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import device_info
@@ -116,6 +120,7 @@ def main() -> int:
         ).run():
             tuned[result.filter_width] = result.best_config
     policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
+    copy = copy_timer(args.device, repeats=20)
     rows = []
     with Evaluator(args.device, policy=policy) as evaluator:
         presets = evaluator.space.presets
@@ -135,6 +140,9 @@ def main() -> int:
                     times.setdefault(f"seed {name}", []).append(m.time_ms if m.ok else float("inf"))
                 for name, timer in timers.items():
                     times.setdefault(name, []).append(timer())
+                in_floats = (size[0] + width - 1) * (size[1] + width - 1)
+                copied = copy(in_floats, size[0] * size[1])
+                times.setdefault("copy ceiling", []).append(ceiling_ms(copied, in_floats, size[0] * size[1]))
             medians = {name: statistics.median(v) for name, v in times.items()}
             seed_name = min((n for n in medians if n.startswith("seed ")), key=medians.get)
             roofline = max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3
@@ -146,11 +154,15 @@ def main() -> int:
         f"{device.driver_version}), {size[0]}x{size[1]} output, float32, median of {args.rounds} "
         "interleaved rounds.\n"
     )
-    peer_names = sorted({n for _, m, *_ in rows for n in m if not n.startswith(("seed ", "autotune"))})
+    peer_names = sorted(
+        {n for _, m, *_ in rows for n in m if not n.startswith(("seed ", "autotune", "copy"))}
+    )
     header = [
         "F",
         "autotune ms",
         "% of roofline",
+        "copy ceiling ms",
+        "% of copy",
         "best seed ms",
         *[f"{n} ms" for n in peer_names],
         "speed-up vs seed",
@@ -164,6 +176,8 @@ def main() -> int:
             str(width),
             f"{ours:.4f}",
             f"{roofline / ours * 100:.0f}%",
+            f"{medians['copy ceiling']:.4f}",
+            f"{medians['copy ceiling'] / ours * 100:.0f}%",
             f"{medians[seed_name]:.4f} ({seed_name[5:]})",
         ]
         cells += [f"{medians[n]:.4f}" if n in medians else "-" for n in peer_names]

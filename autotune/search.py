@@ -23,7 +23,7 @@ import logging
 import math
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -85,6 +85,13 @@ class Search:
         self.visited: dict[tuple[int, ...], float | None] = {}
         self.in_flight: set[tuple[int, ...]] = set()  # asked, not told yet (compiling ahead)
         self.best: tuple[float, tuple[int, ...]] | None = None
+        self.sizes = [len(k.values) for k in space.knobs.values()]
+        # Per knob, the indices of its powers of two when it also has other values.
+        self.powers_of_two: list[list[int] | None] = []
+        for knob in space.knobs.values():
+            flags = [_power_of_two(v) for v in knob.values]
+            mixed = any(flags) and not all(flags)
+            self.powers_of_two.append([i for i, flag in enumerate(flags) if flag] if mixed else None)
         self._valid_points: list[tuple[int, ...]] | None = None
         self._feature_table: list[np.ndarray] | None = None
 
@@ -185,11 +192,10 @@ class Search:
         them: on every replayed landscape the optimum has them)."""
         for _ in range(100):
             point = []
-            for knob in self.space.knobs.values():
-                flags = [_power_of_two(v) for v in knob.values]
-                pool = range(len(knob.values))
-                if any(flags) and not all(flags) and self.random.random() < POW2_SHARE:
-                    pool = [i for i, flag in enumerate(flags) if flag]
+            for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
+                pool: Sequence[int] = range(size)
+                if powers is not None and self.random.random() < POW2_SHARE:
+                    pool = powers
                 point.append(self.random.choice(pool))
             if self._usable(tuple(point)):
                 return tuple(point)
@@ -202,46 +208,43 @@ class Search:
         usable = point not in self.visited and point not in self.in_flight
         return usable and self.valid(self.decode(self._params(point)))
 
-    def _unvisited_neighbour(self) -> tuple[int, ...] | None:
-        """A random unvisited valid point that differs from the best in one knob."""
-        assert self.best is not None
-        centre = self.best[1]
-        sizes = [len(k.values) for k in self.space.knobs.values()]
-        candidates = [
+    def _neighbours(self, centre: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """Every point that differs from `centre` in exactly one knob."""
+        return [
             centre[:i] + (value,) + centre[i + 1 :]
-            for i, size in enumerate(sizes)
+            for i, size in enumerate(self.sizes)
             for value in range(size)
             if value != centre[i]
         ]
+
+    def _unvisited_neighbour(self) -> tuple[int, ...] | None:
+        """A random unvisited valid point that differs from the best in one knob."""
+        assert self.best is not None
+        candidates = self._neighbours(self.best[1])
         self.random.shuffle(candidates)
         return next((c for c in candidates if self._usable(c)), None)
 
     def _candidates(self) -> list[tuple[int, ...]]:
         """Unvisited valid points: all of them in small spaces, else a random sample
         plus the one-knob neighbourhoods of the five best points."""
-        sizes = [len(k.values) for k in self.space.knobs.values()]
-        if math.prod(sizes) <= ENUMERATE_LIMIT:
+        if math.prod(self.sizes) <= ENUMERATE_LIMIT:
             if self._valid_points is None:
                 self._valid_points = [
-                    p for p in itertools.product(*(range(n) for n in sizes)) if self._usable(p)
+                    p for p in itertools.product(*(range(n) for n in self.sizes)) if self._usable(p)
                 ]
             return [p for p in self._valid_points if p not in self.visited and p not in self.in_flight]
-        found = {tuple(self.random.randrange(n) for n in sizes) for _ in range(CANDIDATE_SAMPLE)}
+        found = {tuple(self.random.randrange(n) for n in self.sizes) for _ in range(CANDIDATE_SAMPLE)}
         ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)
         for _, centre in ranked[:5]:
-            for i, size in enumerate(sizes):
-                found.update(centre[:i] + (value,) + centre[i + 1 :] for value in range(size))
+            found.update(self._neighbours(centre))
         return [p for p in found if self._usable(p)]
 
     def _gp_proposal(self) -> tuple[int, ...] | None:
         """Highest expected improvement under the surrogate: among the best point's
         one-knob neighbours on every other call, among all candidates on the rest."""
         assert self.best is not None
-        candidates = self._candidates()
-        if len(self.visited) % 2:
-            centre = self.best[1]
-            near = [p for p in candidates if sum(a != b for a, b in zip(p, centre, strict=True)) == 1]
-            candidates = near or candidates
+        near = [p for p in self._neighbours(self.best[1]) if self._usable(p)] if len(self.visited) % 2 else []
+        candidates = near or self._candidates()
         if not candidates:
             return None
         measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[:MODEL_POINTS]
@@ -259,11 +262,10 @@ class Search:
         one (GPUs often care more about alignment than about magnitude)."""
         if self._feature_table is None:
             table = []
-            for knob in self.space.knobs.values():
-                columns = [[i / max(len(knob.values) - 1, 1) for i in range(len(knob.values))]]
-                flags = [_power_of_two(v) for v in knob.values]
-                if any(flags) and not all(flags):
-                    columns.append([float(f) for f in flags])
+            for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
+                columns = [[i / max(size - 1, 1) for i in range(size)]]
+                if powers is not None:
+                    columns.append([float(i in powers) for i in range(size)])
                 table.append(np.array(columns, dtype=float).T)
             self._feature_table = table
         if not points:
@@ -273,15 +275,9 @@ class Search:
 
     def _repair(self, point: tuple[int, ...]) -> tuple[int, ...] | None:
         """Change one knob, then two, ... until the point is valid and unvisited."""
-        sizes = [len(k.values) for k in self.space.knobs.values()]
         current = [point]
-        for _ in range(len(sizes)):
-            changed = []
-            for base in current:
-                for i, size in enumerate(sizes):
-                    for value in range(size):
-                        if value != base[i]:
-                            changed.append(base[:i] + (value,) + base[i + 1 :])
+        for _ in range(len(self.sizes)):
+            changed = [neighbour for base in current for neighbour in self._neighbours(base)]
             self.random.shuffle(changed)
             for candidate in changed:
                 if self._usable(candidate):

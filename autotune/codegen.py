@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jinja2
+import numpy as np
 
 from autotune.errors import UsageError
 from autotune.resources import resource_path
@@ -55,6 +56,15 @@ class KernelVariant:
             items = -(-out // work)
             sizes.append(-(-items // local) * local)
         return (sizes[0], sizes[1])
+
+    def arguments(
+        self, input_buffer: Any, filter_buffer: Any, output_buffer: Any, out_width: int, out_height: int
+    ) -> tuple[Any, ...]:
+        """Kernel arguments in the ABI's order (input, filter, output, in_width,
+        out_width, out_height, filter_width)."""
+        in_width = out_width + self.filter_width - 1
+        sizes = (in_width, out_width, out_height, self.filter_width)
+        return (input_buffer, filter_buffer, output_buffer, *(np.int32(n) for n in sizes))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

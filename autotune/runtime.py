@@ -126,15 +126,7 @@ def convolve(
     output = np.empty((out_h, out_w), dtype=np.float32)
     output_buf = cl.Buffer(context, mf.WRITE_ONLY, size=output.nbytes)
     with _lock:
-        kernel.set_args(
-            input_buf,
-            filter_buf,
-            output_buf,
-            np.int32(image.shape[1]),
-            np.int32(out_w),
-            np.int32(out_h),
-            np.int32(width),
-        )
+        kernel.set_args(*variant.arguments(input_buf, filter_buf, output_buf, out_w, out_h))
         cl.enqueue_nd_range_kernel(queue, kernel, variant.global_size(out_w, out_h), variant.local_size)
     cl.enqueue_copy(queue, output, output_buf)
     queue.finish()

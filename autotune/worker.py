@@ -180,13 +180,7 @@ class _Session:
         if compile_ms is None:
             compile_ms = (time.perf_counter() - start) * 1e3
         kernel.set_args(
-            self.input,
-            self.filter,
-            self.output,
-            np.int32(problem.in_width),
-            np.int32(problem.out_width),
-            np.int32(problem.out_height),
-            np.int32(problem.filter_width),
+            *variant.arguments(self.input, self.filter, self.output, problem.out_width, problem.out_height)
         )
         global_size = variant.global_size(problem.out_width, problem.out_height)
 

@@ -94,13 +94,7 @@ def child() -> int:
             queue,
             variant.global_size(out_w, out_h),
             variant.local_size,
-            input_buf,
-            filter_buf,
-            output_buf,
-            np.int32(image.shape[1]),
-            np.int32(out_w),
-            np.int32(out_h),
-            np.int32(filter_width),
+            *variant.arguments(input_buf, filter_buf, output_buf, out_w, out_h),
         )
         cl.enqueue_copy(queue, output, output_buf)
         queue.finish()

@@ -33,6 +33,7 @@ from autotune.reference import Problem
 CANARY_FLOATS = 4096
 CANARY_VALUE = -7.25e30
 ERROR_TEXT_LIMIT = 4000
+DEATH_POLL_S = 0.5  # how often a waiting parent checks that the worker is still alive
 
 
 class Status(enum.StrEnum):
@@ -345,11 +346,19 @@ class Worker:
             raise AutotuneError(hello["fatal"])
 
     def _receive(self, timeout_s: float) -> dict[str, Any] | None:
-        """The next reply, or None on time-out or death."""
-        assert self._results is not None
-        ready, _, _ = select.select([self._results], [], [], timeout_s)
-        if not ready:
-            return None
+        """The next reply, or None on time-out or death.
+
+        The child's exit is checked between short waits: a process the child started
+        (a compiler's linker) can hold the reply pipe open after the child is killed."""
+        assert self._results is not None and self._process is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self._results], [], [], max(0.0, min(remaining, DEATH_POLL_S)))
+            if ready:
+                break
+            if remaining <= 0 or self._process.poll() is not None:
+                return None
         line = self._results.readline()
         if not line.endswith(b"\n"):
             return None
@@ -454,6 +463,9 @@ def _describe_exit(code: int | None) -> str:
 
 
 if __name__ == "__main__":
+    # Processes a driver starts (compilers, linkers) must not hold the pipes open.
+    for fd in (int(sys.argv[1]), int(sys.argv[2])):
+        os.set_inheritable(fd, False)
     _serve(
         os.fdopen(int(sys.argv[1]), "rb"),
         os.fdopen(int(sys.argv[2]), "wb"),

@@ -121,6 +121,11 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
         wx=config["work_x"],
         wy=config["work_y"],
         cache_local=config["cache_local"],
+        image_vector=config["image_vector"],
+        row_type="__local" if config["cache_local"] else "__global",
+        # In the __local tile, rows start 8-byte aligned when the tile's pitch is even.
+        tile_pairs=config["image_vector"] == 2
+        and (config["local_x"] * config["work_x"] + filter_width - 1) % 2 == 0,
     )
     return KernelVariant(
         source=source,

@@ -65,6 +65,8 @@ def _knob_cases():
             config = SPACE.complete({**base, name: value})
             if name == "filter_mode" and value == "arg":
                 config["cache_local"] = False
+            if name == "vector" and value == 4:
+                config["image_vector"] = 1
             if name == "unroll_rows" and value is False:
                 config["unroll"] = "full"  # the only place where it makes a difference
             yield pytest.param(config, id=f"{name}={value}")
@@ -75,6 +77,29 @@ def test_every_knob_value_matches_scipy(config):
     assert SPACE.violations(config, 5, DEVICE) == []
     check(config, 5, (37, 23))
     check(config, 6, (11, 9), seed=1)
+    check(config, 5, (38, 24), seed=2)  # even widths: the aligned float2 path of image_vector=2
+
+
+@pytest.mark.parametrize("cache_local", [False, True])
+@pytest.mark.parametrize("unroll", ["full", 2, 1])
+@pytest.mark.parametrize("work_x", [2, 4])
+def test_image_pairs_match_scipy_on_both_parities(cache_local, unroll, work_x):
+    """float2 image reads take the aligned path only on even row pitches; odd widths,
+    odd tile pitches and loop remainders must fall back to scalar reads."""
+    config = SPACE.complete(
+        {
+            "filter_mode": "define",
+            "image_vector": 2,
+            "unroll": unroll,
+            "cache_local": cache_local,
+            "local_x": 8,
+            "local_y": 4,
+            "work_x": work_x,
+            "work_y": 2,
+        }
+    )
+    for filter_width, out_size in ((5, (38, 24)), (5, (37, 23)), (4, (41, 9)), (3, (10, 9))):
+        check(config, filter_width, out_size, seed=filter_width)
 
 
 @st.composite

@@ -23,6 +23,7 @@ def test_design_knobs_are_declared():
         "unroll",
         "unroll_rows",
         "vector",
+        "image_vector",
         "local_x",
         "local_y",
         "work_x",

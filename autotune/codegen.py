@@ -94,6 +94,13 @@ def check_filter_width(filter_width: object) -> int:
     return filter_width
 
 
+def _tile_loads(config: Config, filter_width: int) -> int:
+    """Floats per image read in the __local tile: its pitch is known when compiling, so
+    the widest vector (up to image_vector) that divides it."""
+    pitch = config["local_x"] * config["work_x"] + filter_width - 1
+    return next(n for n in (4, 2, 1) if n <= config["image_vector"] and pitch % n == 0)
+
+
 def generate(config: Config, filter_width: int, space: SearchSpace | None = None) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist."""
     space = space or convolution_space()
@@ -123,9 +130,7 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
         cache_local=config["cache_local"],
         image_vector=config["image_vector"],
         row_type="__local" if config["cache_local"] else "__global",
-        # In the __local tile, rows start 8-byte aligned when the tile's pitch is even.
-        tile_pairs=config["image_vector"] == 2
-        and (config["local_x"] * config["work_x"] + filter_width - 1) % 2 == 0,
+        tile_loads=_tile_loads(config, filter_width),
     )
     return KernelVariant(
         source=source,

@@ -67,6 +67,8 @@ def _knob_cases():
                 config["cache_local"] = False
             if name == "vector" and value == 4:
                 config["image_vector"] = 1
+            if name == "image_vector":
+                config["work_x"] = max(config["work_x"], value)
             if name == "unroll_rows" and value is False:
                 config["unroll"] = "full"  # the only place where it makes a difference
             yield pytest.param(config, id=f"{name}={value}")
@@ -77,28 +79,30 @@ def test_every_knob_value_matches_scipy(config):
     assert SPACE.violations(config, 5, DEVICE) == []
     check(config, 5, (37, 23))
     check(config, 6, (11, 9), seed=1)
-    check(config, 5, (38, 24), seed=2)  # even widths: the aligned float2 path of image_vector=2
+    check(config, 5, (36, 24), seed=2)  # pitches that are multiples of 4: the vector paths
 
 
 @pytest.mark.parametrize("cache_local", [False, True])
 @pytest.mark.parametrize("unroll", ["full", 2, 1])
-@pytest.mark.parametrize("work_x", [2, 4])
-def test_image_pairs_match_scipy_on_both_parities(cache_local, unroll, work_x):
-    """float2 image reads take the aligned path only on even row pitches; odd widths,
-    odd tile pitches and loop remainders must fall back to scalar reads."""
+@pytest.mark.parametrize("image_vector,work_x", [(2, 2), (2, 4), (4, 4), (4, 8)])
+def test_image_vectors_match_scipy_on_every_alignment(cache_local, unroll, image_vector, work_x):
+    """Vector image reads take the aligned path only where the row pitch allows; other
+    pitches, tile pitches and loop remainders must fall back to narrower reads."""
     config = SPACE.complete(
         {
             "filter_mode": "define",
-            "image_vector": 2,
+            "image_vector": image_vector,
             "unroll": unroll,
             "cache_local": cache_local,
-            "local_x": 8,
+            "local_x": 4,
             "local_y": 4,
             "work_x": work_x,
             "work_y": 2,
         }
     )
-    for filter_width, out_size in ((5, (38, 24)), (5, (37, 23)), (4, (41, 9)), (3, (10, 9))):
+    # Input pitches 40, 42, 37, 44 and 12; output pitches 36, 38, 33, 41 and 10.
+    cases = ((5, (36, 24)), (5, (38, 24)), (5, (33, 7)), (4, (41, 9)), (3, (10, 9)))
+    for filter_width, out_size in cases:
         check(config, filter_width, out_size, seed=filter_width)
 
 

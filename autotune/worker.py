@@ -336,7 +336,10 @@ class Worker:
         os.close(result_write)
         self._commands = os.fdopen(command_write, "wb")
         self._results = os.fdopen(result_read, "rb")
-        hello = self._receive(self.start_timeout_s)
+        try:
+            hello = self._receive(self.start_timeout_s)
+        except EOFError:
+            hello = None
         if hello is None:
             detail = self._death_note()
             self._kill()
@@ -346,7 +349,7 @@ class Worker:
             raise AutotuneError(hello["fatal"])
 
     def _receive(self, timeout_s: float) -> dict[str, Any] | None:
-        """The next reply, or None on time-out or death.
+        """The next reply; None on time-out; EOFError when the child is gone.
 
         The child's exit is checked between short waits: a process the child started
         (a compiler's linker) can hold the reply pipe open after the child is killed."""
@@ -357,11 +360,13 @@ class Worker:
             ready, _, _ = select.select([self._results], [], [], max(0.0, min(remaining, DEATH_POLL_S)))
             if ready:
                 break
-            if remaining <= 0 or self._process.poll() is not None:
+            if self._process.poll() is not None:
+                raise EOFError
+            if remaining <= 0:
                 return None
         line = self._results.readline()
         if not line.endswith(b"\n"):
-            return None
+            raise EOFError  # the pipe closed: the child is exiting (maybe not reaped yet)
         return json.loads(line)
 
     def _death_note(self) -> str:
@@ -410,12 +415,11 @@ class Worker:
             self._commands.write(json.dumps(message).encode() + b"\n")
             self._commands.flush()
             reply = self._receive(self.timeout_s)
-        except OSError:
-            reply = None
-        if reply is not None:
-            return reply
-        assert self._process is not None
-        if self._process.poll() is None:
+        except (OSError, EOFError):
+            reply = None  # the child died; _death_note waits for its exit status
+        else:
+            if reply is not None:
+                return reply
             self._kill()
             return Measurement(Status.TIMEOUT, error=f"no result within {self.timeout_s:g} s")
         note = self._death_note()

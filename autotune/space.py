@@ -7,6 +7,7 @@ the search, the CLI and the code generator all read the same declaration.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import tomllib
 from collections.abc import Mapping
@@ -132,6 +133,16 @@ class SearchSpace:
         for knob in self.knobs.values():
             n *= len(knob.values)
         return n
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when knobs, values or rules change (not with help text): a search run
+        over an older space is not resumed as if it covered the new one."""
+        shape = {
+            "knobs": {k.name: [repr(v) for v in k.values] for k in self.knobs.values()},
+            "rules": [c.rule for c in self.constraints],
+        }
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
         return {

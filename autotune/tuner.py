@@ -153,6 +153,7 @@ class Tuner:
                 "seed": self.seed,
                 "trials": self.budget.trials,
                 "time": self.budget.time_s,
+                "space": convolution_space().fingerprint,
             },
             sort_keys=True,
         )

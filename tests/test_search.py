@@ -461,3 +461,22 @@ def test_many_processes_creating_one_database_at_once(tmp_path):
             out, err = process.communicate(timeout=120)
             assert process.returncode == 0 and out.strip() == "ok", err[-2000:]
         assert rows(tmp_path / f"new{round_number}.db", "SELECT COUNT(*) FROM autotune_problems") == [(1,)]
+
+
+def test_a_finished_search_is_reported_again_unless_the_space_changed(tmp_path):
+    path = tmp_path / "tune.db"
+    command = ("search", *SMALL, "-f", "3", "--trials", "6", "--sampler", "random", "--db", db_url(path))
+    for _ in range(2):
+        result = run_cli(*command)
+        assert result.returncode == 0, result.stderr
+    assert rows(path, "SELECT id, status FROM autotune_runs") == [(1, "finished")]
+    assert counted_trials(path, 1) == 6
+
+    # The run as an older release (with a different space) would have written it.
+    fingerprint = convolution_space().fingerprint
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE autotune_runs SET key = replace(key, ?, 'an-older-space')", (fingerprint,))
+    result = run_cli(*command)
+    assert result.returncode == 0, result.stderr
+    assert rows(path, "SELECT id, status FROM autotune_runs") == [(1, "finished"), (2, "finished")]
+    assert counted_trials(path, 2) == 6

@@ -1,8 +1,12 @@
+import copy
+import tomllib
+
 import pytest
 
 from autotune.devices import device_info
 from autotune.errors import UsageError
 from autotune.space import SearchSpace, convolution_space
+from tests.conftest import ROOT
 
 SEED_PRESETS = {"baseline", "unroll4", "define", "define_unroll", "constant", "float4", "local"}
 
@@ -89,3 +93,18 @@ def test_space_from_other_declaration():
     assert space.points() == 6
     assert space.complete({}) == {"a": 1, "b": "y"}
     assert space.violations({"a": 2, "b": "y"}, 1) == ["a=2 needs b=x"]
+
+
+def test_fingerprint_follows_knobs_and_rules_not_help_text():
+    data = tomllib.loads((ROOT / "search_spaces" / "convolution.toml").read_text())
+    base = SearchSpace.from_dict(data).fingerprint
+    assert base == convolution_space().fingerprint
+    reworded = copy.deepcopy(data)
+    reworded["knobs"]["unroll"]["help"] = "another wording"
+    assert SearchSpace.from_dict(reworded).fingerprint == base
+    widened = copy.deepcopy(data)
+    widened["knobs"]["work_x"]["values"].append(16)
+    assert SearchSpace.from_dict(widened).fingerprint != base
+    ruled = copy.deepcopy(data)
+    ruled["constraints"].append({"rule": "work_x <= 4", "reason": "a new rule"})
+    assert SearchSpace.from_dict(ruled).fingerprint != base

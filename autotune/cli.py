@@ -482,6 +482,18 @@ def _print_summary(
     _print_configs((r.filter_width, r.best_config) for r in results)
 
 
+def _current_config(text: str) -> dict[str, Any]:
+    """A stored config as the current space reads it: knobs added since take their
+    defaults, so what is shown is what `generate` would build."""
+    from autotune.space import convolution_space
+
+    config = json.loads(text)
+    try:
+        return convolution_space().complete(config)
+    except UsageError:
+        return config  # written for another space: shown as stored
+
+
 def _print_configs(configs: Any) -> None:
     """Configs under a table, one line each: too wide for a table column."""
     for width, config in configs:
@@ -535,7 +547,7 @@ def best(
                 "image_size": [problem.out_width, problem.out_height],
                 "time_ms": row.time_ms,
                 "gflops": flops / (row.time_ms * 1e-3) / 1e9,
-                "config": json.loads(row.config),
+                "config": _current_config(row.config),
                 "trial_id": row.trial_id,
                 "fallback": "exact",
             }

@@ -5,6 +5,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+from autotune.space import convolution_space
 from autotune.store import SCHEMA_HEAD, VERSION_TABLE
 from tests.conftest import run_cli
 
@@ -32,3 +33,8 @@ def test_first_schema_upgrades_and_keeps_every_row(tmp_path):
         assert connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [(SCHEMA_HEAD,)]
     best = json.loads(run_cli("best", "--db", f"sqlite:///{path}", "--json").stdout)
     assert best and best[0]["filter_width"] == 3
+    # Rows written before newer knobs existed are shown with those knobs' defaults.
+    with sqlite3.connect(path) as connection:
+        (stored,) = connection.execute("SELECT config FROM autotune_best").fetchone()
+    assert not {"image_vector", "unroll_rows"} & set(json.loads(stored))
+    assert best[0]["config"] == convolution_space().complete(json.loads(stored))

@@ -482,18 +482,6 @@ def _print_summary(
     _print_configs((r.filter_width, r.best_config) for r in results)
 
 
-def _current_config(text: str) -> dict[str, Any]:
-    """A stored config as the current space reads it: knobs added since take their
-    defaults, so what is shown is what `generate` would build."""
-    from autotune.space import convolution_space
-
-    config = json.loads(text)
-    try:
-        return convolution_space().complete(config)
-    except UsageError:
-        return config  # written for another space: shown as stored
-
-
 def _print_configs(configs: Any) -> None:
     """Configs under a table, one line each: too wide for a table column."""
     for width, config in configs:
@@ -526,6 +514,8 @@ def best(
     and says which fallback level answered (exact, nearest_image_size, same_vendor,
     default).
     """
+    from autotune.space import convolution_space
+
     store = _open_store(db_url)
     if device_index is not None and filter_width is not None:
         _best_with_fallback(store, device_index, filter_width, size_text, as_json)
@@ -547,7 +537,7 @@ def best(
                 "image_size": [problem.out_width, problem.out_height],
                 "time_ms": row.time_ms,
                 "gflops": flops / (row.time_ms * 1e-3) / 1e9,
-                "config": _current_config(row.config),
+                "config": convolution_space().read_stored(row.config),
                 "trial_id": row.trial_id,
                 "fallback": "exact",
             }

@@ -110,6 +110,15 @@ class SearchSpace:
             config[name] = value  # type: ignore[assignment]
         return config
 
+    def read_stored(self, stored: str) -> dict[str, Any]:
+        """A config as stored by any release, the way this space reads it: knobs added
+        since take their defaults; one written for another space comes back as stored."""
+        config = json.loads(stored)
+        try:
+            return self.complete(config)
+        except UsageError:
+            return config
+
     def violations(self, config: Config, filter_width: int, device: object | None = None) -> list[str]:
         """Reasons this point cannot run; empty when it is valid.
 

@@ -472,10 +472,11 @@ class Tuner:
         return result
 
     def _summarise(self, device_id: int, problem_id: int, result: WidthResult) -> None:
+        space = convolution_space()
         for best, _, problem in self.store.best(device_id=device_id):
             if problem.id == problem_id:
                 result.best_ms = best.time_ms
-                result.best_config = json.loads(best.config)
+                result.best_config = space.read_stored(best.config)
         if result.best_ms is None:  # interrupted before re-timing: the best seen so far
             ok = [
                 t
@@ -484,10 +485,9 @@ class Tuner:
             ]
             if ok:
                 top = min(ok, key=lambda t: t.time_ms or 0.0)
-                result.best_ms, result.best_config = top.time_ms, json.loads(top.config)
-        presets = {config_key(p.config): name for name, p in convolution_space().presets.items()}
+                result.best_ms, result.best_config = top.time_ms, space.read_stored(top.config)
+        presets = {config_key(p.config): name for name, p in space.presets.items()}
         seed_times: dict[str, float] = {}
-        space = convolution_space()
         for t in self.store.trials(device_id=device_id, problem_id=problem_id):
             key = self._key(t, space)
             if t.status == Status.OK.value and key in presets and t.time_ms is not None:

@@ -1,4 +1,5 @@
 import copy
+import json
 import tomllib
 
 import pytest
@@ -108,3 +109,12 @@ def test_fingerprint_follows_knobs_and_rules_not_help_text():
     ruled = copy.deepcopy(data)
     ruled["constraints"].append({"rule": "work_x <= 4", "reason": "a new rule"})
     assert SearchSpace.from_dict(ruled).fingerprint != base
+
+
+def test_stored_configs_are_read_with_newer_knobs_at_their_defaults():
+    space = convolution_space()
+    older = {"filter_mode": "define", "work_x": 4}  # written before most knobs existed
+    assert space.read_stored(json.dumps(older)) == space.complete(older)
+    assert space.read_stored(json.dumps(older))["image_vector"] == 1
+    foreign = {"block_size_x": 32}
+    assert space.read_stored(json.dumps(foreign)) == foreign

@@ -94,11 +94,10 @@ def check_filter_width(filter_width: object) -> int:
     return filter_width
 
 
-def _tile_loads(config: Config, filter_width: int) -> int:
-    """Floats per image read in the __local tile: its pitch is known when compiling, so
-    the widest vector (up to image_vector) that divides it."""
-    pitch = config["local_x"] * config["work_x"] + filter_width - 1
-    return next(n for n in (4, 2, 1) if n <= config["image_vector"] and pitch % n == 0)
+def _widest_read(limit: int, stride: int) -> int:
+    """Floats per image read (4, 2 or 1, at most `limit`) that keeps reads aligned when
+    they start at multiples of `stride` floats."""
+    return next(n for n in (4, 2, 1) if n <= limit and stride % n == 0)
 
 
 def generate(config: Config, filter_width: int, space: SearchSpace | None = None) -> KernelVariant:
@@ -111,6 +110,7 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
         raise UsageError(f"invalid configuration: {reasons[0]}")
     filter_type = "__constant float" if config["filter_space"] == "constant" else "__global const float"
     filter_local = config["filter_space"] == "local"
+    tile_pitch = config["local_x"] * config["work_x"] + filter_width - 1
     source = _template().render(
         config_json=json.dumps(config, sort_keys=True),
         kernel_name=KERNEL_NAME,
@@ -130,7 +130,9 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
         cache_local=config["cache_local"],
         image_vector=config["image_vector"],
         row_type="__local" if config["cache_local"] else "__global",
-        tile_loads=_tile_loads(config, filter_width),
+        # The __local tile's pitch is known when compiling; so is the column loop's step.
+        tile_loads=_widest_read(config["image_vector"], tile_pitch),
+        step_loads=_widest_read(4, config["vector"] * config["unroll"]) if config["unroll"] != "full" else 4,
     )
     return KernelVariant(
         source=source,

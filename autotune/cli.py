@@ -398,13 +398,17 @@ def search(
             tasks[data["filter_width"]] = progress.add_task(
                 "", total=data["total"], completed=data["done"], width=data["filter_width"], note=""
             )
-        elif kind == "trial":
+        elif kind in ("trial", "cross_check"):
             trial = data["trial"]
             width = data["filter_width"]
             if trial.status == "ok" and trial.time_ms is not None:
                 best_so_far[width] = min(best_so_far.get(width, float("inf")), trial.time_ms)
-            failed = ", ".join(f"{n} {k}" for k, n in sorted(data["failures"].items()))
             note = f"best {best_so_far[width]:.4f} ms" if width in best_so_far else "no result yet"
+            if kind == "cross_check":
+                note += f" | other widths' winners: {data['done']}/{data['total']}"
+                progress.update(tasks[width], note=note)
+                return
+            failed = ", ".join(f"{n} {k}" for k, n in sorted(data["failures"].items()))
             progress.update(
                 tasks[width], completed=data["done"], note=note + (f" | failed: {failed}" if failed else "")
             )

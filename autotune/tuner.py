@@ -30,7 +30,7 @@ from autotune.evaluate import Evaluator
 from autotune.reference import Problem
 from autotune.search import DEFAULT_SAMPLER, Search
 from autotune.space import Config, convolution_space
-from autotune.store import Store, Trial, config_key
+from autotune.store import Best, Store, Trial, config_key
 from autotune.worker import Compiled, Measurement, Status, TimingPolicy
 
 MAX_INVALID_IN_A_ROW = 500
@@ -210,6 +210,11 @@ class Tuner:
                     results.append(self._tune_width(evaluator, device_id, width, width_deadline))
                     if self.stop.requested:
                         break
+                for index, width in enumerate(self.filter_widths[: len(results)]):
+                    if self.stop.requested or (deadline is not None and time.monotonic() >= deadline):
+                        break
+                    if self._cross_check(evaluator, device_id, width):
+                        results[index] = self._summary_of(device_id, width)
         except BaseException as exc:
             # Record how it ended if the database still can; the error itself goes on up.
             with contextlib.suppress(AutotuneError):
@@ -341,8 +346,55 @@ class Tuner:
         self.listener("width_done", {"filter_width": width, "result": result})
         return result
 
+    def _cross_check(self, evaluator: Evaluator, device_id: int, width: int) -> bool:
+        """Try the other widths' winners that this width has not measured (re-timing the
+        top few if one beat its best); True if any was measured. A width tuned early never
+        saw the winners of widths tuned after it (F = 17 goes before 33, whose winner is
+        also fast at 17)."""
+        space = evaluator.space
+        problem = Problem(width, self.image_size[0], self.image_size[1], seed=0)
+        problem_id = self.store.problem_id(width, *self.image_size)
+        trials = self.store.trials(device_id=device_id, problem_id=problem_id)
+        measured = {self._key(t, space) for t in trials}
+        best_before = min(
+            (t.time_ms for t in trials if t.status == Status.OK.value and t.time_ms is not None),
+            default=float("inf"),
+        )
+        candidates = [
+            config
+            for config in self._neighbour_bests(device_id, width)
+            if config_key(config) not in measured and not space.violations(config, width, self.device)
+        ]
+        pool = self.compile_pool
+        variants = [generate(config, width, space) for config in candidates]
+        futures = [pool.submit(v) if pool is not None else None for v in variants]
+        number = sum(1 for t in trials if t.origin not in ("retime", "cached") and t.status != "invalid")
+        improved = False
+        for done, (config, variant, future) in enumerate(zip(candidates, variants, futures, strict=True)):
+            if self.stop.requested:
+                break
+            compiled = future.result() if future is not None else None
+            if compiled is not None and compiled.status is not Status.OK:
+                measurement = compiled.as_failure()
+            else:
+                measurement = evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
+            record = self._record(
+                measurement, config, config_key(config), "warm", device_id, problem_id, number + done
+            )
+            improved |= record.status == Status.OK.value and (record.time_ms or best_before) < best_before
+            self.listener(
+                "cross_check",
+                {"filter_width": width, "trial": record, "done": done + 1, "total": len(candidates)},
+            )
+        for future in futures:
+            if future is not None:
+                future.cancel()
+        if improved and not self.stop.requested:
+            self._retime(evaluator, device_id, problem_id, problem, WidthResult(width, problem))
+        return bool(candidates)
+
     @staticmethod
-    def _key(trial: Trial, space: Any) -> str | None:
+    def _key(trial: Trial | Best, space: Any) -> str | None:
         """The trial's config key under the current space (rows written before a knob
         existed get its default), or None for a config from another space."""
         try:
@@ -409,15 +461,18 @@ class Tuner:
         """Best configs of this device at other filter widths, nearest first (same image
         size). Far widths count too: F = 33's winner is also fast at F = 17 and leads the
         search into a region it would not reach from F = 9 or 11."""
+        space = convolution_space()
         rows = [
-            (abs(problem.filter_width - width), convolution_space().complete(json.loads(best.config)))
+            (abs(problem.filter_width - width), key)
             for best, _, problem in self.store.best(device_id=device_id)
             if problem.filter_width != width
             and (problem.out_width, problem.out_height) == tuple(self.image_size)
+            and (key := self._key(best, space)) is not None  # a config from another space: skipped
         ]
         rows.sort(key=lambda item: item[0])
         configs: list[Config] = []
-        for _, config in rows:
+        for _, key in rows:
+            config = json.loads(key)
             if config not in configs:
                 configs.append(config)
         return configs[:WARM_START_WIDTHS]

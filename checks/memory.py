@@ -60,13 +60,15 @@ def cases() -> list[tuple[dict, int, tuple[int, int]]]:
     configs.append(space.complete({**base, "work_x": 4, "work_y": 8, "cache_local": True, "vector": 4}))
     for cache_local in (False, True):
         for image_vector in (2, 4):
-            config = {**base, "work_x": 4, "image_vector": image_vector, "cache_local": cache_local}
-            configs.append(space.complete(config))
+            for work_y in (1, 2):
+                config = {**base, "work_x": 4, "work_y": work_y, "image_vector": image_vector}
+                configs.append(space.complete({**config, "cache_local": cache_local}))
     out = []
     for i, config in enumerate(configs):
         sizes = [(3, (7, 5)), (5 + i % 3, (13, 9)), (4, (1, 1))]
         if config["image_vector"] > 1:
             sizes.append((5, (12, 6)))  # pitches 16 and 12: the vector paths
+            sizes.append((5, (10, 7)))  # pitch 14 (2 mod 4): float4 reads on alternate rows
         for filter_width, size in sizes:
             if not space.violations(config, filter_width):
                 out.append((config, filter_width, size))

@@ -83,11 +83,14 @@ def test_every_knob_value_matches_scipy(config):
 
 
 @pytest.mark.parametrize("cache_local", [False, True])
-@pytest.mark.parametrize("unroll", ["full", 2, 1])
+@pytest.mark.parametrize("unroll", ["full", 4, 2, 1])
 @pytest.mark.parametrize("image_vector,work_x", [(2, 2), (2, 4), (4, 4), (4, 8)])
-def test_image_vectors_match_scipy_on_every_alignment(cache_local, unroll, image_vector, work_x):
+@pytest.mark.parametrize("work_y", [2, 1])
+def test_image_vectors_match_scipy_on_every_alignment(cache_local, unroll, image_vector, work_x, work_y):
     """Vector image reads take the aligned path only where the row pitch allows; other
-    pitches, tile pitches and loop remainders must fall back to narrower reads."""
+    pitches, tile pitches and loop remainders must fall back to narrower reads. A pitch
+    of 2 mod 4 (42 here) alternates aligned and 8-byte-offset rows: with work_y=1 the
+    row parity is only known at run time."""
     config = SPACE.complete(
         {
             "filter_mode": "define",
@@ -97,7 +100,7 @@ def test_image_vectors_match_scipy_on_every_alignment(cache_local, unroll, image
             "local_x": 4,
             "local_y": 4,
             "work_x": work_x,
-            "work_y": 2,
+            "work_y": work_y,
         }
     )
     # Input pitches 40, 42, 37, 44 and 12; output pitches 36, 38, 33, 41 and 10.

@@ -6,6 +6,7 @@ kernels, so what is timed is byte for byte what users get.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -65,6 +66,14 @@ class KernelVariant:
         in_width = out_width + self.filter_width - 1
         sizes = (in_width, out_width, out_height, self.filter_width)
         return (input_buffer, filter_buffer, output_buffer, *(np.int32(n) for n in sizes))
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything that decides what runs: a stored time is this kernel's only while
+        the fingerprint matches (a newer template may render the same config otherwise)."""
+        what_runs = [self.source, list(self.build_options), self.kernel_name]
+        what_runs += [list(self.local_size), list(self.work_per_item)]
+        return hashlib.sha256(json.dumps(what_runs).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

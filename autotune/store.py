@@ -28,7 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from autotune.errors import AutotuneError, UsageError
 
 VERSION_TABLE = "autotune_alembic_version"
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0002"
 
 
 def now() -> dt.datetime:
@@ -103,6 +103,9 @@ class Trial(Base):
     max_error: Mapped[float | None]
     error: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[dt.datetime]
+    # KernelVariant.fingerprint of what was measured; None for invalid points and for
+    # rows written before schema 0002 (never reused as measurements of today's kernels)
+    kernel_sha: Mapped[str | None] = mapped_column(sa.String(64))
     __table_args__ = (sa.Index("ix_autotune_trials_lookup", "device_id", "problem_id", "config_key"),)
 
 

@@ -141,6 +141,7 @@ class Tuner:
         self.run_id: int | None = None
         self.resumed = False
         self.already_finished = False
+        self._fingerprints: dict[tuple[int, str], str | None] = {}
 
     # -- the run -------------------------------------------------------------
 
@@ -250,7 +251,7 @@ class Tuner:
                 mine += 1
                 if trial.status != Status.OK.value:
                     result.failures[trial.status] += 1
-            key = self._key(trial, space)
+            key = self._current_key(trial, width)
             if trial.origin in ("retime", "cached") or key is None or key in known:
                 continue
             known[key] = trial
@@ -295,7 +296,15 @@ class Tuner:
                 if reasons:
                     search.tell(optuna_trial, None)
                     if key not in known:
-                        known[key] = self._record_invalid(config, key, reasons, device_id, problem_id)
+                        known[key] = self._record(
+                            Measurement(Status.INVALID, error="; ".join(reasons)),
+                            config,
+                            key,
+                            "sampler",
+                            device_id,
+                            problem_id,
+                            -1,
+                        )
                     invalid_in_a_row += 1
                     asking = invalid_in_a_row < MAX_INVALID_IN_A_ROW
                     continue
@@ -318,7 +327,14 @@ class Tuner:
                 else:
                     measurement = evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
                 record = self._record(
-                    measurement, item.config, item.key, item.origin, device_id, problem_id, result.trials
+                    measurement,
+                    item.config,
+                    item.key,
+                    item.origin,
+                    device_id,
+                    problem_id,
+                    result.trials,
+                    variant.fingerprint,
                 )
                 known[item.key] = record
             search.tell(item.trial, record.time_ms if record.status == Status.OK.value else None)
@@ -355,7 +371,7 @@ class Tuner:
         problem = Problem(width, self.image_size[0], self.image_size[1], seed=0)
         problem_id = self.store.problem_id(width, *self.image_size)
         trials = self.store.trials(device_id=device_id, problem_id=problem_id)
-        measured = {self._key(t, space) for t in trials}
+        measured = {self._current_key(t, width) for t in trials}
         best_before = min(
             (t.time_ms for t in trials if t.status == Status.OK.value and t.time_ms is not None),
             default=float("inf"),
@@ -379,7 +395,14 @@ class Tuner:
             else:
                 measurement = evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
             record = self._record(
-                measurement, config, config_key(config), "warm", device_id, problem_id, number + done
+                measurement,
+                config,
+                config_key(config),
+                "warm",
+                device_id,
+                problem_id,
+                number + done,
+                variant.fingerprint,
             )
             improved |= record.status == Status.OK.value and (record.time_ms or best_before) < best_before
             self.listener(
@@ -393,6 +416,22 @@ class Tuner:
             self._retime(evaluator, device_id, problem_id, problem, WidthResult(width, problem))
         return bool(candidates)
 
+    def _current_key(self, trial: Trial, width: int) -> str | None:
+        """The trial's config key if what it measured is the kernel this release renders
+        for that config (invalid points: always), else None: a time measured on another
+        template's kernel says nothing about today's."""
+        key = self._key(trial, convolution_space())
+        if key is None or trial.status == Status.INVALID.value:
+            return key
+        if (width, key) not in self._fingerprints:
+            try:
+                fingerprint: str | None = generate(json.loads(key), width).fingerprint
+            except UsageError:
+                fingerprint = None
+            self._fingerprints[width, key] = fingerprint
+        current = self._fingerprints[width, key]
+        return key if current is not None and trial.kernel_sha == current else None
+
     @staticmethod
     def _key(trial: Trial | Best, space: Any) -> str | None:
         """The trial's config key under the current space (rows written before a knob
@@ -401,19 +440,6 @@ class Tuner:
             return config_key(space.complete(json.loads(trial.config)))
         except UsageError:
             return None
-
-    def _record_invalid(
-        self, config: Config, key: str, reasons: list[str], device_id: int, problem_id: int
-    ) -> Trial:
-        return self._record(
-            Measurement(Status.INVALID, error="; ".join(reasons)),
-            config,
-            key,
-            "sampler",
-            device_id,
-            problem_id,
-            -1,
-        )
 
     def _record_cached(self, earlier: Trial, number: int, device_id: int, problem_id: int) -> Trial:
         """A point measured before on this device and problem: answered, not re-run."""
@@ -426,7 +452,9 @@ class Tuner:
             max_error=earlier.max_error,
         )
         config = json.loads(earlier.config)
-        return self._record(answer, config, earlier.config_key, "cached", device_id, problem_id, number)
+        return self._record(
+            answer, config, earlier.config_key, "cached", device_id, problem_id, number, earlier.kernel_sha
+        )
 
     def _record(
         self,
@@ -437,6 +465,7 @@ class Tuner:
         device_id: int,
         problem_id: int,
         number: int,
+        kernel_sha: str | None = None,
     ) -> Trial:
         assert self.run_id is not None
         return self.store.add_trial(
@@ -455,6 +484,7 @@ class Tuner:
             compile_ms=m.compile_ms,
             max_error=m.max_error,
             error=m.error,
+            kernel_sha=kernel_sha if m.status is not Status.INVALID else None,
         )
 
     def _neighbour_bests(self, device_id: int, width: int) -> list[Config]:
@@ -484,7 +514,9 @@ class Tuner:
         ok = [
             t
             for t in self.store.trials(device_id=device_id, problem_id=problem_id)
-            if t.status == Status.OK.value and t.origin not in ("retime", "cached")
+            if t.status == Status.OK.value
+            and t.origin not in ("retime", "cached")
+            and self._current_key(t, problem.filter_width) is not None
         ]
         if not ok:
             return
@@ -505,7 +537,14 @@ class Tuner:
                 config = json.loads(candidate.config)
                 m = evaluator.evaluate(config, problem)
                 last[candidate.config_key] = self._record(
-                    m, config, candidate.config_key, "retime", device_id, problem_id, -1
+                    m,
+                    config,
+                    candidate.config_key,
+                    "retime",
+                    device_id,
+                    problem_id,
+                    -1,
+                    candidate.kernel_sha,
                 )
                 if m.ok and m.time_ms is not None:
                     times[candidate.config_key].append(m.time_ms)
@@ -544,7 +583,7 @@ class Tuner:
         presets = {config_key(p.config): name for name, p in space.presets.items()}
         seed_times: dict[str, float] = {}
         for t in self.store.trials(device_id=device_id, problem_id=problem_id):
-            key = self._key(t, space)
+            key = self._current_key(t, result.filter_width)
             if t.status == Status.OK.value and key in presets and t.time_ms is not None:
                 name = presets[key]
                 seed_times[name] = min(seed_times.get(name, float("inf")), t.time_ms)

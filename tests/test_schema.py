@@ -28,7 +28,13 @@ def test_first_schema_upgrades_and_keeps_every_row(tmp_path):
     assert [r["run_id"] for r in json.loads(result.stdout)] == [1]
     after = dump(path)
     for table in TABLES:
-        assert after[table][: len(before[table])] == before[table]
+        # every old row, every old column (newer columns come after them)
+        width = len(before[table][0])
+        assert [row[:width] for row in after[table][: len(before[table])]] == before[table]
+    with sqlite3.connect(path) as connection:
+        # no kernel fingerprint on old rows: they are never reused as today's measurements
+        fingerprinted = "SELECT COUNT(*) FROM autotune_trials WHERE kernel_sha IS NOT NULL"
+        assert connection.execute(fingerprinted).fetchone() == (0,)
     with sqlite3.connect(path) as connection:
         assert connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [(SCHEMA_HEAD,)]
     best = json.loads(run_cli("best", "--db", f"sqlite:///{path}", "--json").stdout)

@@ -535,3 +535,23 @@ def test_each_width_tries_winners_found_after_it_was_tuned(tmp_path):
     assert ("warm", 9) in tried[3] or ("warm", 10) in tried[3]  # after its 9 trials
     assert any(origin == "warm" and number < 9 for origin, number in tried[5])
     assert results[0].trials >= 10 and results[0].best_ms is not None
+
+
+def test_times_of_another_kernel_are_measured_again(tmp_path):
+    """A stored time is reused only for the kernel it was measured on. Unchanged, the
+    next search skips what is stored; after a template change (simulated by changing the
+    stored fingerprints) the same points are measured again."""
+    path = tmp_path / "tune.db"
+    command = ("search", *SMALL, "-f", "3", "--trials", "6", "--sampler", "random", "--db", db_url(path))
+    measured = "SELECT config_key, kernel_sha FROM autotune_trials WHERE run_id = ? AND origin != 'retime'"
+    assert run_cli(*command).returncode == 0
+    first = {key for key, _ in rows(path, measured, 1)}
+    assert len(first) == 6
+    assert run_cli(*command, "--fresh").returncode == 0
+    assert not first & {key for key, _ in rows(path, measured, 2)}
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE autotune_trials SET kernel_sha = 'from an older template' WHERE run_id = 1")
+    assert run_cli(*command, "--fresh").returncode == 0
+    again = rows(path, measured, 3)
+    assert first <= {key for key, _ in again}
+    assert all(len(sha) == 64 for _, sha in again)

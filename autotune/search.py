@@ -9,11 +9,13 @@ Given a validity test, `ask` only returns valid points: an invalid proposal is t
 the sampler as failed and repaired to a valid, unvisited point that differs from it in
 as few knobs as possible.
 
-`gp` (the default) starts with 10 random points (powers of two favoured), then fits a Gaussian process to what
-is measured (autotune/surrogate.py) and takes the point of highest expected
-improvement, alternating between the best point's one-knob neighbours (exploit) and
-the whole space (explore). `tpe-local` is TPE followed by a random walk over one-knob
-neighbours of the best point. BENCHMARKS.md has the replay comparison behind the choice.
+`gp` (the default) starts with 10 random points (powers of two favoured), then fits a
+Gaussian process to what is measured (autotune/surrogate.py) and takes the point of
+highest expected improvement, alternating between the best point's one-knob neighbours
+(exploit) and the whole space (explore); every fourth step is a genetic one instead (a
+child of two of the best points), which moves several knobs at once. `tpe-local` is
+TPE followed by a random walk over one-knob neighbours of the best point. BENCHMARKS.md
+has the replay comparison behind the choice.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ CANDIDATE_SAMPLE = 4_000
 POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers of two
 MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
+GENETIC_EVERY = 4  # gp: every 4th step after the start is a genetic one (0: never)
+GENETIC_POOL = 20  # parents come from this many best points
 
 optuna.logging.set_verbosity(logging.ERROR)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -134,7 +138,7 @@ class Search:
             if neighbour is not None:
                 self.study.enqueue_trial(self._params(neighbour))
         if self.sampler_name == "gp" and not self._waiting():
-            proposal = self._gp_proposal() if self._started() else self._start_point()
+            proposal = self._model_step() if self._started() else self._start_point()
             if proposal is not None:
                 self.study.enqueue_trial(self._params(proposal))
         for _ in range(MAX_ASKS):
@@ -238,6 +242,38 @@ class Search:
         for _, centre in ranked[:5]:
             found.update(self._neighbours(centre))
         return [p for p in found if self._usable(p)]
+
+    def _model_step(self) -> tuple[int, ...] | None:
+        """After the start: the GP's proposal, or on every GENETIC_EVERY-th step a child."""
+        if GENETIC_EVERY and len(self.visited) % GENETIC_EVERY == 0:
+            child = self._genetic_proposal()
+            if child is not None:
+                return child
+        return self._gp_proposal()
+
+    def _genetic_proposal(self) -> tuple[int, ...] | None:
+        """A child of two good points (tournaments among the best, two-point crossover,
+        each knob mutated with probability 1/knobs). It changes several knobs at once,
+        the jump that one-knob neighbourhoods and expected improvement seldom make."""
+        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)[:GENETIC_POOL]
+        if len(ranked) < 2:
+            return None
+        knobs = len(self.sizes)
+
+        def parent() -> tuple[int, ...]:
+            a, b = self.random.sample(range(len(ranked)), 2)
+            return ranked[min(a, b)][1]
+
+        for _ in range(200):
+            x, y = parent(), parent()
+            i, j = sorted(self.random.sample(range(knobs + 1), 2))
+            child = list(x[:i] + y[i:j] + x[j:])
+            for k, size in enumerate(self.sizes):
+                if size > 1 and self.random.random() < 1 / knobs:
+                    child[k] = self.random.randrange(size)
+            if self._usable(tuple(child)):
+                return tuple(child)
+        return None
 
     def _gp_proposal(self) -> tuple[int, ...] | None:
         """Highest expected improvement under the surrogate: among the best point's

@@ -373,7 +373,11 @@ class Tuner:
         trials = self.store.trials(device_id=device_id, problem_id=problem_id)
         measured = {self._current_key(t, width) for t in trials}
         best_before = min(
-            (t.time_ms for t in trials if t.status == Status.OK.value and t.time_ms is not None),
+            (
+                t.time_ms
+                for t in trials
+                if t.status == Status.OK.value and t.time_ms is not None and self._current_key(t, width)
+            ),
             default=float("inf"),
         )
         candidates = [
@@ -384,7 +388,8 @@ class Tuner:
         pool = self.compile_pool
         variants = [generate(config, width, space) for config in candidates]
         futures = [pool.submit(v) if pool is not None else None for v in variants]
-        number = sum(1 for t in trials if t.origin not in ("retime", "cached") and t.status != "invalid")
+        counted = [t for t in trials if t.origin not in ("retime", "cached")]
+        number = sum(1 for t in counted if t.status != Status.INVALID.value)
         improved = False
         for done, (config, variant, future) in enumerate(zip(candidates, variants, futures, strict=True)):
             if self.stop.requested:

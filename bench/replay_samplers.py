@@ -3,6 +3,7 @@
 
     python bench/replay_samplers.py [--landscapes ../shared/landscapes/*.json.gz]
                                     [--samplers gp,tpe-local,tpe,random] [--repeats 20] [--budget 100]
+                                    [--genetic-every N]
 
 Prints, per landscape and sampler, the median of best found / optimum after 20, 50
 and 100 evaluations, P(within 5%) at 50, and the median evaluations to reach 5%.
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from autotune import search
 from autotune.replay import load, replay, summarise
 
 
@@ -29,9 +31,19 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--genetic-every",
+        type=int,
+        default=search.GENETIC_EVERY,
+        help="gp: every Nth step is a genetic one; 0 turns them off (the gp of before)",
+    )
     args = parser.parse_args()
+    search.GENETIC_EVERY = args.genetic_every
     budgets = tuple(b for b in (20, 50, 100, 200) if b <= args.budget)
-    print(f"{args.repeats} repeats per cell, seeds {args.seed}..{args.seed + args.repeats - 1}\n")
+    print(
+        f"{args.repeats} repeats per cell, seeds {args.seed}..{args.seed + args.repeats - 1}, "
+        f"gp's genetic steps: {f'1 in {args.genetic_every}' if args.genetic_every else 'off'}\n"
+    )
     header = " | ".join(f"median @{b}" for b in budgets)
     print(f"| landscape | sampler | {header} | P(<=5%) @50 | evals to 5% | s/repeat |")
     print("|---|---|" + "---|" * (len(budgets) + 3))

@@ -326,6 +326,29 @@ def test_gp_start_points_favour_powers_of_two():
     assert len(set(blocks)) > 10  # the other values are still drawn
 
 
+def test_genetic_steps_combine_the_knobs_of_two_good_points():
+    """Two good points that are good for different reasons (knobs a-c, knobs d-f): a
+    genetic step proposes children that take knobs from both, a jump of several knobs
+    that no one-knob neighbour makes. Children are valid and never measured before."""
+    names = "abcdef"
+    space = SearchSpace.from_dict({"knobs": {n: {"values": [0, 1, 2, 3]} for n in names}})
+    search = Search(space, "gp", seed=5, valid=lambda c: c["a"] + c["f"] != 6)
+    first, second = (3, 3, 3, 0, 0, 0), (0, 0, 0, 3, 3, 3)
+    search.add_history(dict(zip(names, first, strict=True)), 1.0)
+    search.add_history(dict(zip(names, second, strict=True)), 1.0)
+    for i in range(4):
+        search.add_history(dict(zip(names, (i, 1, 2, 1, 2, 3 - i), strict=True)), 10.0 + i)
+    children = [search._genetic_proposal() for _ in range(100)]
+    assert all(c is not None and search._usable(c) for c in children)
+    # two knobs or more from each parent: more than a mutation of one parent gives
+    mixed = [
+        c
+        for c in children
+        if sum(c[k] == first[k] for k in range(6)) >= 2 and sum(c[k] == second[k] for k in range(6)) >= 2
+    ]
+    assert len(mixed) >= 5, len(mixed)
+
+
 def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):
     """Forced onto PoCL (where it is off by default), compiling ahead keeps every rule."""
     path = tmp_path / "tune.db"

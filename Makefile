@@ -20,13 +20,13 @@ demo: setup
 	$(AUTOTUNE) best --device 0
 
 test: setup
-	$(PY) -m ruff check autotune tests bench checks
-	$(PY) -m ruff format --check autotune tests bench checks
+	$(PY) -m ruff check autotune tests bench checks db
+	$(PY) -m ruff format --check autotune tests bench checks db
 	$(PY) -m pytest -q
 
 lint: setup
-	$(PY) -m ruff check autotune tests bench checks
-	$(PY) -m ruff format --check autotune tests bench checks
+	$(PY) -m ruff check autotune tests bench checks db
+	$(PY) -m ruff format --check autotune tests bench checks db
 
 # Every template path under Oclgrind (apt-get install oclgrind); also part of `make test`.
 check-memory: setup

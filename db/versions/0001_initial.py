@@ -85,5 +85,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for table in ("autotune_best", "autotune_trials", "autotune_runs", "autotune_problems", "autotune_devices"):
+    for table in (
+        "autotune_best",
+        "autotune_trials",
+        "autotune_runs",
+        "autotune_problems",
+        "autotune_devices",
+    ):
         op.drop_table(table)

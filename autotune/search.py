@@ -12,10 +12,11 @@ as few knobs as possible.
 `gp` (the default) starts with 10 random points (powers of two favoured), then fits a
 Gaussian process to what is measured (autotune/surrogate.py) and takes the point of
 highest expected improvement, alternating between the best point's one-knob neighbours
-(exploit) and the whole space (explore); every fourth step is a genetic one instead (a
-child of two of the best points), which moves several knobs at once. `tpe-local` is
-TPE followed by a random walk over one-knob neighbours of the best point. BENCHMARKS.md
-has the replay comparison behind the choice.
+(exploit) and the whole space (explore). Genetic steps (a child of two of the best
+points, moving several knobs at once) can replace some of them (GENETIC_EVERY); they
+are off because 80 replayed seeds showed no gain. `tpe-local` is TPE followed by a
+random walk over one-knob neighbours of the best point. BENCHMARKS.md has the replay
+comparison behind the choice.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ CANDIDATE_SAMPLE = 4_000
 POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers of two
 MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
-GENETIC_EVERY = 4  # gp: every 4th step after the start is a genetic one (0: never)
+GENETIC_EVERY = 0  # gp: every Nth step after the start is a genetic one (0: never; see BENCHMARKS.md)
 GENETIC_POOL = 20  # parents come from this many best points
 
 optuna.logging.set_verbosity(logging.ERROR)

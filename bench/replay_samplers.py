@@ -35,7 +35,7 @@ def main() -> int:
         "--genetic-every",
         type=int,
         default=search.GENETIC_EVERY,
-        help="gp: every Nth step is a genetic one; 0 turns them off (the gp of before)",
+        help="gp: every Nth step is a genetic one; 0 (the default) turns them off",
     )
     args = parser.parse_args()
     search.GENETIC_EVERY = args.genetic_every

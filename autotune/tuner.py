@@ -321,11 +321,7 @@ class Tuner:
                 record = self._record_cached(known[item.key], result.trials, device_id, problem_id)
             else:
                 variant = item.variant or generate(item.config, width, space)
-                compiled = item.future.result() if item.future is not None else None
-                if compiled is not None and compiled.status is not Status.OK:
-                    measurement = compiled.as_failure()
-                else:
-                    measurement = evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
+                measurement = self._measure(evaluator, variant, problem, item.future)
                 record = self._record(
                     measurement,
                     item.config,
@@ -371,13 +367,10 @@ class Tuner:
         problem = Problem(width, self.image_size[0], self.image_size[1], seed=0)
         problem_id = self.store.problem_id(width, *self.image_size)
         trials = self.store.trials(device_id=device_id, problem_id=problem_id)
-        measured = {self._current_key(t, width) for t in trials}
+        current = [(key, t) for t in trials if (key := self._current_key(t, width)) is not None]
+        measured = {key for key, _ in current}
         best_before = min(
-            (
-                t.time_ms
-                for t in trials
-                if t.status == Status.OK.value and t.time_ms is not None and self._current_key(t, width)
-            ),
+            (t.time_ms for _, t in current if t.status == Status.OK.value and t.time_ms is not None),
             default=float("inf"),
         )
         candidates = [
@@ -394,11 +387,7 @@ class Tuner:
         for done, (config, variant, future) in enumerate(zip(candidates, variants, futures, strict=True)):
             if self.stop.requested:
                 break
-            compiled = future.result() if future is not None else None
-            if compiled is not None and compiled.status is not Status.OK:
-                measurement = compiled.as_failure()
-            else:
-                measurement = evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
+            measurement = self._measure(evaluator, variant, problem, future)
             record = self._record(
                 measurement,
                 config,
@@ -420,6 +409,17 @@ class Tuner:
         if improved and not self.stop.requested:
             self._retime(evaluator, device_id, problem_id, problem, WidthResult(width, problem))
         return bool(candidates)
+
+    @staticmethod
+    def _measure(
+        evaluator: Evaluator, variant: KernelVariant, problem: Problem, future: Future[Compiled] | None
+    ) -> Measurement:
+        """Time a variant, with the binary compiled ahead when there is one (a failed
+        compile is the trial's answer)."""
+        compiled = future.result() if future is not None else None
+        if compiled is not None and compiled.status is not Status.OK:
+            return compiled.as_failure()
+        return evaluator.worker.measure(variant, problem, evaluator.policy, compiled)
 
     def _current_key(self, trial: Trial, width: int) -> str | None:
         """The trial's config key if what it measured is the kernel this release renders

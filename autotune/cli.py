@@ -177,6 +177,33 @@ def _config_from(preset: str | None, config_text: str | None) -> dict[str, Any]:
     return space.complete(config)
 
 
+FILTER_VALUES_HELP = (
+    "Square filter (.npy) whose values a filter_space=literal kernel is compiled for "
+    "(such a kernel ignores its filter argument)."
+)
+
+
+def _load_filter(path: str) -> Any:
+    import numpy as np
+
+    try:
+        taps = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise UsageError(f"--filter {path} is not a readable .npy file: {exc}") from None
+    if taps.ndim != 2 or taps.shape[0] != taps.shape[1] or taps.dtype.kind not in "fiu":
+        raise UsageError(
+            f"--filter {path} must hold a square array of numbers, got {taps.dtype} {taps.shape}"
+        )
+    return taps.astype(np.float32)
+
+
+def _literal_needs_filter(width: int) -> UsageError:
+    return UsageError(
+        f"F={width}: filter_space=literal compiles the filter's values into the kernel; "
+        "give them with --filter FILE.npy"
+    )
+
+
 @cli.command()
 @click.option("--filter-width", "-f", required=True, type=int, help="Filter width F.")
 @click.option("--preset", help="A seed preset (see `autotune space`).")
@@ -196,11 +223,19 @@ def _config_from(preset: str | None, config_text: str | None) -> dict[str, Any]:
     type=click.Path(file_okay=False),
     help="Directory for convolve_f<F>.cl and convolve_f<F>.json.",
 )
+@click.option(
+    "--filter", "filter_path", type=click.Path(dir_okay=False), default=None, help=FILTER_VALUES_HELP
+)
 def render(
-    filter_width: int, preset: str | None, config_text: str | None, device_index: int | None, out_dir: str
+    filter_width: int,
+    preset: str | None,
+    config_text: str | None,
+    device_index: int | None,
+    out_dir: str,
+    filter_path: str | None,
 ) -> None:
     """Write one kernel's source and manifest, exactly as `export` does."""
-    from autotune.codegen import check_filter_width, generate
+    from autotune.codegen import check_filter_width, generate, literal_filter
     from autotune.devices import device_info
     from autotune.export import write_kernel
     from autotune.space import convolution_space
@@ -212,7 +247,13 @@ def render(
         reasons = convolution_space().violations(config, filter_width, device)
         if reasons:
             raise UsageError(f"invalid configuration for {device.name}: {reasons[0]}")
-    variant = generate(config, filter_width)
+    taps = _load_filter(filter_path) if filter_path is not None else None
+    if taps is not None and taps.shape[0] != filter_width:
+        side = taps.shape[0]
+        raise UsageError(f"--filter holds a {side}x{side} filter, not {filter_width}x{filter_width}")
+    if literal_filter(config) and taps is None:
+        raise _literal_needs_filter(filter_width)
+    variant = generate(config, filter_width, taps=taps)
     try:
         source_path, manifest_path = write_kernel(variant, out_dir, device)
     except OSError as exc:
@@ -727,6 +768,14 @@ def _best_rows_for(store: Any, device_index: int) -> tuple[Any, list[Any]]:
     help="Comma list of cl, json, header, t4.",
 )
 @click.option("--db", "db_url", default=None, help=DB_HELP)
+@click.option(
+    "--filter",
+    "filter_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Square filter (.npy) to compile into kernels of its width whose best has the filter as literals "
+    "[default: such widths export their fastest kernel that reads the filter argument].",
+)
 def export(
     device_index: int,
     widths_text: str | None,
@@ -734,9 +783,14 @@ def export(
     out_dir: str,
     formats_text: str,
     db_url: str | None,
+    filter_path: str | None,
 ) -> None:
-    """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results."""
-    from autotune.codegen import generate
+    """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results.
+
+    A best kernel with the filter compiled in (filter_space=literal) is only right for
+    that filter: it is exported with the values given by --filter, or else replaced by
+    the fastest measured kernel of that width that reads its filter argument."""
+    from autotune.codegen import generate, literal_filter
     from autotune.export import c_header, manifest, t4_results, write_kernel, write_text
 
     formats = [f.strip() for f in formats_text.split(",") if f.strip()]
@@ -745,6 +799,7 @@ def export(
         raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
     wanted = parse_filter_widths(widths_text) if widths_text else None
     size = parse_image_size(size_text) if size_text else None
+    taps = _load_filter(filter_path) if filter_path is not None else None
     store = _open_store(db_url)
     info, rows = _best_rows_for(store, device_index)
     by_width: dict[int, list[Any]] = {}
@@ -769,8 +824,21 @@ def export(
             )
         else:
             best, _, problem = max(candidates, key=lambda r: r[2].out_width * r[2].out_height)
-        variant = generate(json.loads(best.config), width)
-        chosen.append((variant, best, problem))
+        config = json.loads(best.config)
+        if literal_filter(config):
+            if taps is not None and taps.shape[0] == width:
+                chosen.append((generate(config, width, taps=taps), best, problem))
+                continue
+            fastest = _fastest_reading_filter(store, best, problem)
+            if fastest is None:
+                raise _literal_needs_filter(width)
+            click.echo(
+                f"F={width}: the best kernel ({best.time_ms:.4g} ms) has the filter compiled in; "
+                f"exporting the fastest that reads its filter argument ({fastest.time_ms:.4g} ms; "
+                "--filter FILE.npy exports the other)"
+            )
+            best, config = fastest, json.loads(fastest.config)
+        chosen.append((generate(config, width), best, problem))
     out = Path(out_dir)
     written = []
     try:
@@ -801,6 +869,20 @@ def export(
         raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     for path in written:
         click.echo(f"wrote {path}")
+
+
+def _fastest_reading_filter(store: Any, best: Any, problem: Any) -> Any:
+    """The fastest verified trial of the best's device and problem whose kernel reads
+    its filter argument (any filter_space but literal)."""
+    from autotune.codegen import literal_filter
+    from autotune.worker import Status
+
+    trials = [
+        t
+        for t in store.trials(device_id=best.device_id, problem_id=problem.id)
+        if t.status == Status.OK.value and t.time_ms is not None and not literal_filter(json.loads(t.config))
+    ]
+    return min(trials, key=lambda t: t.time_ms, default=None)
 
 
 @cli.command(name="convolve")

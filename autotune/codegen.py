@@ -1,13 +1,17 @@
 """Code generation: a pure function from (config, filter width) to a runnable kernel.
 
 The same KernelVariant feeds the measuring worker, `autotune render` and exported
-kernels, so what is timed is byte for byte what users get.
+kernels, so what is timed is byte for byte what users get. With
+`filter_space=literal` the filter's values are part of the input too: that kernel is
+compiled for one filter (the compiler folds the taps into its multiply-adds, which
+frees the registers that held them), so every caller passes the filter it will run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -109,16 +113,52 @@ def _widest_read(limit: int, stride: int) -> int:
     return next(n for n in (4, 2, 1) if n <= limit and stride % n == 0)
 
 
-def generate(config: Config, filter_width: int, space: SearchSpace | None = None) -> KernelVariant:
-    """Render one point of the space; raises UsageError for a point that cannot exist."""
+def literal_filter(config: Config) -> bool:
+    """Whether the kernel for `config` is compiled for one filter's values."""
+    return config.get("filter_space") == "literal"
+
+
+def _float_literal(value: float) -> str:
+    """An exact OpenCL C literal for a float32 (hexadecimal; NaN and infinities by name)."""
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "-INFINITY"
+    mantissa, exponent = value.hex().split("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"
+
+
+def _filter_rows(taps: Any, filter_width: int) -> list[str]:
+    values = np.asarray(taps, dtype=np.float32)
+    if values.shape != (filter_width, filter_width):
+        raise UsageError(
+            f"filter_space=literal needs the {filter_width}x{filter_width} filter, got shape {values.shape}"
+        )
+    return [", ".join(_float_literal(float(v)) for v in row) for row in values]
+
+
+def generate(
+    config: Config, filter_width: int, space: SearchSpace | None = None, taps: Any = None
+) -> KernelVariant:
+    """Render one point of the space; raises UsageError for a point that cannot exist.
+
+    `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
+    other kernels read the filter argument and ignore it."""
     space = space or convolution_space()
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
     reasons = space.violations(config, filter_width)
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
+    literal = literal_filter(config)
+    if literal and taps is None:
+        raise UsageError("filter_space=literal compiles the filter's values into the kernel: give the filter")
     filter_type = "__constant float" if config["filter_space"] == "constant" else "__global const float"
     filter_local = config["filter_space"] == "local"
+    # Rows of taps are read through a pointer of this type (a literal table is __constant).
+    filter_row_type = "__local const float" if filter_local else filter_type
+    if literal:
+        filter_row_type = "__constant float"
     tile_pitch = config["local_x"] * config["work_x"] + filter_width - 1
     source = _template().render(
         config_json=json.dumps(config, sort_keys=True),
@@ -128,7 +168,8 @@ def generate(config: Config, filter_width: int, space: SearchSpace | None = None
         filter_type=filter_type,
         filter_local=filter_local,
         filter_rows="filter_copy" if filter_local else "filter",
-        filter_row_type="__local const float" if filter_local else filter_type,
+        filter_row_type=filter_row_type,
+        filter_values=_filter_rows(taps, filter_width) if literal else None,
         unroll=config["unroll"],
         unroll_rows=config["unroll_rows"],
         vector=config["vector"],

@@ -39,5 +39,5 @@ class Evaluator:
         reasons = self.space.violations(config, problem.filter_width, self.device)
         if reasons:
             return Measurement(Status.INVALID, error="; ".join(reasons))
-        variant = generate(config, problem.filter_width, self.space)
+        variant = generate(config, problem.filter_width, self.space, problem.taps())
         return self.worker.measure(variant, problem, self.policy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -44,6 +45,17 @@ class Problem:
         image = rng.uniform(-1, 1, (self.in_height, self.in_width)).astype(np.float32)
         filt = rng.uniform(-1, 1, (self.filter_width, self.filter_width)).astype(np.float32)
         return image, filt
+
+    def taps(self) -> np.ndarray:
+        """The filter of `data()` alone (kernels compiled for one filter need it to render)."""
+        return _seeded_taps(self)
+
+
+@functools.lru_cache(maxsize=32)
+def _seeded_taps(problem: Problem) -> np.ndarray:
+    taps = problem.data()[1]
+    taps.flags.writeable = False
+    return taps
 
 
 def correlate_valid(image: np.ndarray, filt: np.ndarray) -> np.ndarray:

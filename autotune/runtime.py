@@ -117,7 +117,7 @@ def convolve(
     with _lock:
         info, context, queue = _context(device_index)
         choice = plan(image.shape, width, device=device_index, db=db)
-        variant = generate(choice.config, width)
+        variant = generate(choice.config, width, taps=filt)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
     out_h, out_w = image.shape[0] - width + 1, image.shape[1] - width + 1
     mf = cl.mem_flags

@@ -311,7 +311,7 @@ class Tuner:
                 invalid_in_a_row = 0
                 item = _Pending(optuna_trial, config, key, queued.pop(key, "sampler"))
                 if key not in known and all(p.key != key for p in pending):
-                    item.variant = generate(config, width, space)
+                    item.variant = generate(config, width, space, problem.taps())
                     item.future = pool.submit(item.variant) if pool is not None else None
                 pending.append(item)
             if not pending:
@@ -320,7 +320,7 @@ class Tuner:
             if item.key in known:
                 record = self._record_cached(known[item.key], result.trials, device_id, problem_id)
             else:
-                variant = item.variant or generate(item.config, width, space)
+                variant = item.variant or generate(item.config, width, space, problem.taps())
                 measurement = self._measure(evaluator, variant, problem, item.future)
                 record = self._record(
                     measurement,
@@ -379,7 +379,7 @@ class Tuner:
             if config_key(config) not in measured and not space.violations(config, width, self.device)
         ]
         pool = self.compile_pool
-        variants = [generate(config, width, space) for config in candidates]
+        variants = [generate(config, width, space, problem.taps()) for config in candidates]
         futures = [pool.submit(v) if pool is not None else None for v in variants]
         counted = [t for t in trials if t.origin not in ("retime", "cached")]
         number = sum(1 for t in counted if t.status != Status.INVALID.value)
@@ -430,7 +430,8 @@ class Tuner:
             return key
         if (width, key) not in self._fingerprints:
             try:
-                fingerprint: str | None = generate(json.loads(key), width).fingerprint
+                taps = Problem(width, *self.image_size).taps()
+                fingerprint: str | None = generate(json.loads(key), width, taps=taps).fingerprint
             except UsageError:
                 fingerprint = None
             self._fingerprints[width, key] = fingerprint

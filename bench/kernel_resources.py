@@ -14,9 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-from autotune.cli import parse_filter_widths
+from autotune.cli import GPU_IMAGE, parse_filter_widths
 from autotune.codegen import generate
 from autotune.devices import open_device
+from autotune.reference import Problem
 
 
 def main() -> int:
@@ -37,7 +38,7 @@ def main() -> int:
     print(f"{info.name} ({info.platform}, driver {info.driver_version})")
     for width in parse_filter_widths(args.filter_width):
         for config in configs:
-            variant = generate(config, width)
+            variant = generate(config, width, taps=Problem(width, *GPU_IMAGE).taps())
             program = cl.Program(context, variant.source).build(options=["-cl-nv-verbose"])
             log = program.get_build_info(device, cl.program_build_info.LOG)
             lines = [

@@ -61,7 +61,7 @@ def run(
     context = cl.Context([cl_device])
     forms = {}
     for filter_width in widths:
-        cast = generate(tuned[filter_width], filter_width)
+        cast = generate(tuned[filter_width], filter_width, taps=Problem(filter_width, width, height).taps())
         source = CAST_STORE.sub(r"vstore2((float2)(\2), 0, \1);", cast.source)
         if source == cast.source:
             print(f"F={filter_width}: the best config writes no float2 stores; skipped", file=sys.stderr)

@@ -88,7 +88,10 @@ def child() -> int:
     queue = cl.CommandQueue(context)
     mf = cl.mem_flags
     for number, (config, filter_width, (out_w, out_h)) in enumerate(cases()):
-        variant = generate(config, filter_width)
+        rng = np.random.default_rng(number)
+        image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
+        filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
+        variant = generate(config, filter_width, taps=filt)
         if number == 0:
             # A planted out-of-bounds read first: proof that the checker sees one.
             variant = dataclasses.replace(
@@ -97,9 +100,6 @@ def child() -> int:
                     "float acc_0_0 = 0.0f", "float acc_0_0 = input[in_width * (out_height + fw)]", 1
                 ),
             )
-        rng = np.random.default_rng(number)
-        image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
-        filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
         sys.stderr.write(f"{MARKER} {number} F={filter_width} out={out_w}x{out_h} {config}\n")
         sys.stderr.flush()
         kernel = cl.Kernel(cl.Program(context, variant.source).build(), variant.kernel_name)

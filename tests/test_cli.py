@@ -99,6 +99,7 @@ def test_study_runs_on_pocl():
     assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in rows)
 
 
+LITERAL = '{"filter_mode": "define", "filter_space": "literal"}'
 BAD_INPUT = [
     (["render", "-f", "0", "--preset", "baseline", "--out", "{tmp}"], "filter width"),
     (["render", "-f", "-3", "--preset", "baseline", "--out", "{tmp}"], "filter width"),
@@ -122,6 +123,11 @@ BAD_INPUT = [
         ["render", "-f", "5", "--config", '{"local_x": 256, "local_y": 64}', "--out", "{tmp}", "-d", "0"],
         "work-group",
     ),
+    (
+        ["render", "-f", "5", "--config", LITERAL, "--out", "{tmp}"],
+        "give them with --filter",
+    ),
+    (["render", "-f", "5", "--preset", "baseline", "--out", "{tmp}", "--filter", "no.npy"], "not a readable"),
     (["study", "-d", "0", "-f", "3,x", "-s", "64x64"], "comma list"),
     (["study", "-d", "0", "-f", "", "-s", "64x64"], "comma list"),
     (["study", "-d", "0", "-f", "65", "-s", "64x64"], "larger than the image"),

@@ -149,6 +149,58 @@ def test_c_host_uses_the_header(tuned_db, tmp_path):
     assert result.returncode == 1 and "no exported kernel" in result.stderr
 
 
+@pytest.fixture
+def literal_best_db(tuned_db, tmp_path):
+    """The tuned database, as if F = 3's best had the filter compiled in."""
+    path = tmp_path / "literal.db"
+    shutil.copy(tuned_db, path)
+    with sqlite3.connect(path) as connection:
+        problem = connection.execute("SELECT id FROM autotune_problems WHERE filter_width = 3").fetchone()[0]
+        query = "SELECT config FROM autotune_best WHERE problem_id = ?"
+        config = json.loads(connection.execute(query, (problem,)).fetchone()[0])
+        config |= {"filter_mode": "define", "filter_space": "literal"}
+        connection.execute(
+            "UPDATE autotune_best SET config = ?, time_ms = time_ms / 2 WHERE problem_id = ?",
+            (json.dumps(config, sort_keys=True), problem),
+        )
+    return path
+
+
+def test_convolve_compiles_each_filter_into_a_literal_kernel(literal_best_db):
+    assert autotune.plan((30, 30), 3, db=url(literal_best_db)).config["filter_space"] == "literal"
+    rng = np.random.default_rng(8)
+    image = rng.uniform(-1, 1, (33, 47)).astype(np.float32)
+    for _ in range(2):  # a second filter must not run the first one's kernel
+        filt = rng.uniform(-1, 1, (3, 3)).astype(np.float32)
+        out = autotune.convolve(image, filt, db=url(literal_best_db))
+        np.testing.assert_allclose(out, scipy_valid(image, filt), atol=2e-5)
+
+
+def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db, tmp_path):
+    rng = np.random.default_rng(9)
+    image = rng.uniform(-1, 1, (29, 64)).astype(np.float32)
+    filt = rng.uniform(-1, 1, (3, 3)).astype(np.float32)
+
+    db = url(literal_best_db)
+
+    def exported(out, *args):
+        result = run_cli("export", "-d", "0", "-f", "3", "--out", str(out), *args, "--db", db)
+        assert result.returncode == 0, result.stderr
+        manifest = json.loads((out / "convolve_f3.json").read_text())
+        source = (out / manifest["source"]).read_text()
+        launch = [manifest[k] for k in ("kernel_name", "build_options", "local_size", "work_per_item")]
+        return result.stdout, manifest, lambda f: run_kernel(source, *launch, image, f)
+
+    stdout, manifest, run = exported(tmp_path / "plain")
+    assert "has the filter compiled in" in stdout
+    assert manifest["config"]["filter_space"] != "literal"
+    np.testing.assert_allclose(run(filt), scipy_valid(image, filt), atol=2e-5)
+    np.save(tmp_path / "f.npy", filt)
+    _, manifest, run = exported(tmp_path / "baked", "--filter", str(tmp_path / "f.npy"))
+    assert manifest["config"]["filter_space"] == "literal"
+    np.testing.assert_allclose(run(np.zeros_like(filt)), scipy_valid(image, filt), atol=2e-5)
+
+
 def test_export_refuses_what_was_not_tuned(tuned_db, tmp_path):
     for args, message in ((["-f", "9"], "no tuned kernel for F=9"), (["--format", "pdf"], "--format")):
         result = run_cli("export", "-d", "0", "--out", str(tmp_path / "x"), *args, "--db", url(tuned_db))

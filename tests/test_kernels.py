@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autotune.codegen import generate
+from autotune.codegen import _float_literal, generate, literal_filter
 from autotune.devices import device_info
+from autotune.errors import UsageError
 from autotune.space import convolution_space
 from tests.opencl_runner import run_kernel, scipy_valid
 
@@ -20,11 +21,13 @@ AWKWARD_SIZES = [(1, 1), (2, 3), (3, 2), (7, 13), (13, 7), (17, 31), (31, 17), (
 
 
 def check(config: dict, filter_width: int, out_size: tuple[int, int], seed: int = 0) -> None:
-    variant = generate(config, filter_width)
     rng = np.random.default_rng(seed)
     out_w, out_h = out_size
     image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
     filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
+    variant = generate(config, filter_width, taps=filt)
+    # A kernel with the filter compiled in gets zeros as its argument: it must not read it.
+    argument = np.zeros_like(filt) if literal_filter(variant.config) else filt
     got = run_kernel(
         variant.source,
         variant.kernel_name,
@@ -32,7 +35,7 @@ def check(config: dict, filter_width: int, out_size: tuple[int, int], seed: int 
         variant.local_size,
         variant.work_per_item,
         image,
-        filt,
+        argument,
     )
     expected = scipy_valid(image, filt)
     assert got.shape == expected.shape
@@ -107,6 +110,38 @@ def test_image_vectors_match_scipy_on_every_alignment(cache_local, unroll, image
     cases = ((5, (36, 24)), (5, (38, 24)), (5, (33, 7)), (4, (41, 9)), (3, (10, 9)))
     for filter_width, out_size in cases:
         check(config, filter_width, out_size, seed=filter_width)
+
+
+@pytest.mark.parametrize("filter_width,out_size", [(7, (38, 24)), (9, (33, 17)), (11, (36, 9))])
+def test_literal_filter_in_the_fastest_shapes(filter_width, out_size):
+    """The H200's mid-width winners with the taps compiled in: every row unrolled, float4
+    reads on odd pitches, outputs past the tile's edge."""
+    config = {"filter_mode": "define", "filter_space": "literal", "unroll": "full", "image_vector": 4}
+    config |= {"local_x": 4, "local_y": 2, "work_x": 4, "work_y": 8}
+    check(config, filter_width, out_size, seed=filter_width)
+
+
+def test_literal_filter_needs_its_values_and_keeps_them_exactly():
+    config = {"filter_mode": "define", "filter_space": "literal"}
+    with pytest.raises(UsageError, match="give the filter"):
+        generate(config, 3)
+    with pytest.raises(UsageError, match="3x3 filter"):
+        generate(config, 3, taps=np.ones((2, 2)))
+    values = np.random.default_rng(0).standard_normal(2000).astype(np.float32) * np.float32(1e-3)
+    values = np.concatenate([values, np.array([0.0, -0.0, 1e-45, -3.4e38, 2**-126], dtype=np.float32)])
+    for value in values:
+        text = _float_literal(float(value))
+        assert text.endswith("f") and np.float32(float.fromhex(text[:-1])) == value
+        assert np.signbit(float.fromhex(text[:-1])) == np.signbit(value)
+    assert [_float_literal(v) for v in (float("nan"), float("inf"), float("-inf"))] == [
+        "NAN",
+        "INFINITY",
+        "-INFINITY",
+    ]
+    taps = np.array([[np.nan, 1], [np.inf, -0.0]], dtype=np.float32)
+    source = generate(config, 2, taps=taps).source
+    assert "NAN, 0x1p+0f,\n    INFINITY, -0x0p+0f\n};" in source
+    assert generate(config, 2, taps=taps).fingerprint != generate(config, 2, taps=taps * 2).fingerprint
 
 
 @st.composite

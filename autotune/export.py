@@ -42,6 +42,8 @@ def manifest(
         "work_per_item": list(variant.work_per_item),
         "filter_width": variant.filter_width,
         "config": variant.config,
+        # True: the taps are in the source and the filter argument is ignored.
+        "filter_compiled_in": variant.config.get("filter_space") == "literal",
         "device": device.fingerprint if device else None,
         "image_size": list(image_size) if image_size else None,
         "time_ms": time_ms,

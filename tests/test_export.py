@@ -193,11 +193,11 @@ def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db
 
     stdout, manifest, run = exported(tmp_path / "plain")
     assert "has the filter compiled in" in stdout
-    assert manifest["config"]["filter_space"] != "literal"
+    assert manifest["config"]["filter_space"] != "literal" and not manifest["filter_compiled_in"]
     np.testing.assert_allclose(run(filt), scipy_valid(image, filt), atol=2e-5)
     np.save(tmp_path / "f.npy", filt)
     _, manifest, run = exported(tmp_path / "baked", "--filter", str(tmp_path / "f.npy"))
-    assert manifest["config"]["filter_space"] == "literal"
+    assert manifest["config"]["filter_space"] == "literal" and manifest["filter_compiled_in"]
     np.testing.assert_allclose(run(np.zeros_like(filt)), scipy_valid(image, filt), atol=2e-5)
 
 

@@ -2,12 +2,14 @@
 
 The kernel comes from the database through the lookup ladder (autotune/lookup.py);
 contexts and compiled programs are cached per process, so repeated calls pay only for
-the transfer and the kernel.
+the transfer and the kernel. A kernel with the filter compiled in is a new program for
+each new filter, so the program cache keeps only the most recently used ones.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ from autotune.lookup import Choice, choose
 
 _lock = threading.Lock()
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
-_kernels: dict[tuple[int, str], Any] = {}
+_kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
+KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
 
 
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
@@ -36,9 +39,13 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
     import pyopencl as cl
 
     key = (device_index, source)
-    if key not in _kernels:
+    if key in _kernels:
+        _kernels.move_to_end(key)
+    else:
         program = cl.Program(context, source).build(options=list(options))
         _kernels[key] = cl.Kernel(program, name)
+        while len(_kernels) > KERNEL_CACHE_SIZE:
+            _kernels.popitem(last=False)
     return _kernels[key]
 
 

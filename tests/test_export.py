@@ -11,6 +11,7 @@ import pytest
 from scipy import ndimage
 
 import autotune
+from autotune import runtime
 from tests.conftest import ROOT, run_cli
 from tests.opencl_runner import run_kernel, scipy_valid
 
@@ -166,14 +167,16 @@ def literal_best_db(tuned_db, tmp_path):
     return path
 
 
-def test_convolve_compiles_each_filter_into_a_literal_kernel(literal_best_db):
+def test_convolve_compiles_each_filter_into_a_literal_kernel(literal_best_db, monkeypatch):
+    monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 2)
     assert autotune.plan((30, 30), 3, db=url(literal_best_db)).config["filter_space"] == "literal"
     rng = np.random.default_rng(8)
     image = rng.uniform(-1, 1, (33, 47)).astype(np.float32)
-    for _ in range(2):  # a second filter must not run the first one's kernel
-        filt = rng.uniform(-1, 1, (3, 3)).astype(np.float32)
+    filters = [rng.uniform(-1, 1, (3, 3)).astype(np.float32) for _ in range(4)]
+    for filt in filters + filters[:1]:  # a new filter must not run another one's kernel
         out = autotune.convolve(image, filt, db=url(literal_best_db))
         np.testing.assert_allclose(out, scipy_valid(image, filt), atol=2e-5)
+        assert len(runtime._kernels) <= runtime.KERNEL_CACHE_SIZE
 
 
 def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db, tmp_path):

@@ -2,12 +2,19 @@
 
 The kernel comes from the database through the lookup ladder (autotune/lookup.py);
 contexts and compiled programs are cached per process, so repeated calls pay only for
-the transfer and the kernel. A kernel with the filter compiled in is a new program for
-each new filter, so the program cache keeps only the most recently used ones.
+the transfer and the kernel.
+
+A tuned kernel with the filter compiled in (`filter_space=literal`) is a new program
+for each new filter, and a compile costs far more than a run. So filters are promoted
+the way a tiered JIT promotes hot code: a filter seen for the first time runs on the
+same kernel reading its taps from the argument (one program per width serves every
+filter), and gets its own literal kernel when it comes back. The very first call for a
+width compiles the literal kernel at once, since it compiles something anyway.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -15,14 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from autotune.codegen import generate
+from autotune.codegen import KernelVariant, generate, literal_filter
 from autotune.devices import DeviceInfo, open_device
 from autotune.lookup import Choice, choose
+from autotune.space import Config, convolution_space
 
 _lock = threading.Lock()
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
 _kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
+_filters_seen: OrderedDict[tuple[int, int, str], None] = OrderedDict()  # (device, width, taps digest)
+_widths_run: set[tuple[int, int]] = set()
+FILTERS_REMEMBERED = 4096
 
 
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
@@ -47,6 +58,37 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
         while len(_kernels) > KERNEL_CACHE_SIZE:
             _kernels.popitem(last=False)
     return _kernels[key]
+
+
+def _argument_twin(config: Config, width: int, info: DeviceInfo) -> Config:
+    """The same kernel reading its taps from the filter argument."""
+    space = convolution_space()
+    for filter_space in ("constant", "global"):
+        twin = {**config, "filter_space": filter_space}
+        if not space.violations(twin, width, info):
+            return twin
+    return {**config, "filter_space": "global"}
+
+
+def _variant(
+    config: Config, filt: np.ndarray, device_index: int, info: DeviceInfo, specialise: bool | None
+) -> KernelVariant:
+    """What runs for this filter: a literal kernel for a filter seen before (or when
+    told to), else the kernel that reads its taps from the argument."""
+    width = filt.shape[0]
+    first_for_width = (device_index, width) not in _widths_run
+    _widths_run.add((device_index, width))
+    if not literal_filter(config):
+        return generate(config, width)
+    key = (device_index, width, hashlib.sha256(filt.tobytes()).hexdigest())
+    seen = key in _filters_seen
+    _filters_seen[key] = None
+    _filters_seen.move_to_end(key)
+    while len(_filters_seen) > FILTERS_REMEMBERED:
+        _filters_seen.popitem(last=False)
+    if specialise is not False and (specialise or seen or first_for_width):
+        return generate(config, width, taps=filt)
+    return generate(_argument_twin(config, width, info), width)
 
 
 def _tuned_rows(db: str | None) -> list[Any]:
@@ -95,12 +137,15 @@ def convolve(
     mode: str = "valid",
     db: str | None = None,
     flip: bool = False,
+    specialise: bool | None = None,
 ) -> np.ndarray:
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
 
     mode="valid": output (H-F+1) x (W-F+1); mode="same": zero padding, output H x W,
     aligned as scipy.ndimage.correlate(mode="constant"). float32 arithmetic; NaN in,
-    NaN out.
+    NaN out. Where the tuned kernel has the filter compiled in, `specialise` says when
+    to compile one for this filter: True always, False never (the argument-reading
+    twin runs), None (default) for a filter seen before or the width's first call.
     """
     image = _as_image("image", image)
     filt = _as_image("filter", filter)
@@ -124,7 +169,7 @@ def convolve(
     with _lock:
         info, context, queue = _context(device_index)
         choice = plan(image.shape, width, device=device_index, db=db)
-        variant = generate(choice.config, width, taps=filt)
+        variant = _variant(choice.config, filt, device_index, info, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
     out_h, out_w = image.shape[0] - width + 1, image.shape[1] - width + 1
     mf = cl.mem_flags

@@ -167,16 +167,32 @@ def literal_best_db(tuned_db, tmp_path):
     return path
 
 
-def test_convolve_compiles_each_filter_into_a_literal_kernel(literal_best_db, monkeypatch):
-    monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 2)
-    assert autotune.plan((30, 30), 3, db=url(literal_best_db)).config["filter_space"] == "literal"
+def test_convolve_compiles_a_literal_kernel_for_filters_that_come_back(literal_best_db, monkeypatch):
+    """Tiered: a new filter runs on the kernel that reads its argument, a filter seen
+    before (or the width's first) gets its own literal kernel."""
+    monkeypatch.setattr(runtime, "_kernels", type(runtime._kernels)())
+    monkeypatch.setattr(runtime, "_filters_seen", type(runtime._filters_seen)())
+    monkeypatch.setattr(runtime, "_widths_run", set())
+    monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 3)
+    db = url(literal_best_db)
+    assert autotune.plan((30, 30), 3, db=db).config["filter_space"] == "literal"
     rng = np.random.default_rng(8)
     image = rng.uniform(-1, 1, (33, 47)).astype(np.float32)
-    filters = [rng.uniform(-1, 1, (3, 3)).astype(np.float32) for _ in range(4)]
-    for filt in filters + filters[:1]:  # a new filter must not run another one's kernel
-        out = autotune.convolve(image, filt, db=url(literal_best_db))
+    a, b, c, d = (rng.uniform(-1, 1, (3, 3)).astype(np.float32) for _ in range(4))
+
+    def literal_ran(filt, **options):
+        out = autotune.convolve(image, filt, db=db, **options)
         np.testing.assert_allclose(out, scipy_valid(image, filt), atol=2e-5)
         assert len(runtime._kernels) <= runtime.KERNEL_CACHE_SIZE
+        _, source = next(reversed(runtime._kernels))  # the program used last
+        return "filter_values" in source
+
+    assert literal_ran(a)  # the width's first call: one compile either way
+    assert not literal_ran(b)  # new: the argument-reading kernel
+    assert literal_ran(a) and literal_ran(b)  # both came back
+    assert not literal_ran(c, specialise=False)
+    assert literal_ran(d, specialise=True)
+    assert literal_ran(c)  # seen once already
 
 
 def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db, tmp_path):

@@ -16,20 +16,14 @@ import argparse
 import json
 import statistics
 import sys
-from pathlib import Path
+
+from bench_common import nvidia_resources, read_configs
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
-from autotune.codegen import KernelVariant, generate
+from autotune.codegen import generate
 from autotune.devices import open_device
 from autotune.evaluate import Evaluator
 from autotune.reference import Problem
-
-
-def registers(cl, context, device, variant: KernelVariant) -> str:  # noqa: ANN001 - pyopencl objects
-    program = cl.Program(context, variant.source).build(options=[*variant.build_options, "-cl-nv-verbose"])
-    log = program.get_build_info(device, cl.program_build_info.LOG)
-    used = next((line for line in log.splitlines() if "Used" in line), "")
-    return used.split("Used")[1].split("registers")[0].strip() if "Used" in used else "?"
 
 
 def main() -> int:
@@ -46,10 +40,7 @@ def main() -> int:
     info, device = open_device(args.device)
     context = cl.Context([device])
     nvidia = "NVIDIA" in info.platform
-    configs: list[dict] = []
-    for text in args.config:
-        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-        configs += data if isinstance(data, list) else [data]
+    configs = read_configs(args.config)
     size = parse_image_size(args.image_size) if args.image_size else GPU_IMAGE
     print(f"{info.name} ({info.platform}, driver {info.driver_version}), {size[0]}x{size[1]} output")
     print("| F | config | filter_space | registers | median ms | vs as given |")
@@ -75,7 +66,7 @@ def main() -> int:
                 for space, variant, samples, failure in zip(spaces, variants, times, failures, strict=True):
                     ms = statistics.median(samples) if samples else None
                     ratio = f"{ms / reference:.3f}" if ms and reference else "-"
-                    used = registers(cl, context, device, variant) if nvidia else "?"
+                    used = nvidia_resources(cl, context, device, variant)[0] if nvidia else "?"
                     shown = f"{ms:.4f}" if ms else failure
                     print(f"| {width} | {label} | {space} | {used} | {shown} | {ratio} |", flush=True)
     return 0

@@ -10,9 +10,9 @@ Builds each config with `-cl-nv-verbose` and prints the compiler's resource line
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
+
+from bench_common import read_configs
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths
 from autotune.codegen import generate
@@ -31,10 +31,7 @@ def main() -> int:
 
     info, device = open_device(args.device)
     context = cl.Context([device])
-    configs = []
-    for text in args.config:
-        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-        configs += data if isinstance(data, list) else [data]
+    configs = read_configs(args.config)
     print(f"{info.name} ({info.platform}, driver {info.driver_version})")
     for width in parse_filter_widths(args.filter_width):
         for config in configs:

@@ -19,8 +19,8 @@ import dataclasses
 import json
 import statistics
 import sys
-from pathlib import Path
 
+from bench_common import read_configs
 from copy_ceiling import ceiling_ms, copy_timer
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
@@ -55,10 +55,7 @@ def main() -> int:
     context = cl.Context([device])
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     copy = copy_timer(args.device, repeats=args.repeats)
-    configs: list[dict] = []
-    for text in args.config:
-        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-        configs += data if isinstance(data, list) else [data]
+    configs = read_configs(args.config)
     width, height = parse_image_size(args.image_size) if args.image_size else GPU_IMAGE
     print(f"{info.name} ({info.platform}), {width}x{height} output, median of {args.repeats} runs")
     print("| F | config | kernel ms | compute only ms | copy ms | max(compute, copy) | kernel / max |")

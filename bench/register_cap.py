@@ -15,7 +15,8 @@ import dataclasses
 import json
 import statistics
 import sys
-from pathlib import Path
+
+from bench_common import nvidia_resources, read_configs
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.codegen import generate
@@ -38,10 +39,7 @@ def main() -> int:
 
     info, device = open_device(args.device)
     context = cl.Context([device])
-    configs: list[dict] = []
-    for text in args.config:
-        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-        configs += data if isinstance(data, list) else [data]
+    configs = read_configs(args.config)
     caps = [int(c) for c in args.caps.split(",")]
     size = parse_image_size(args.image_size) if args.image_size else GPU_IMAGE
     print(f"{info.name} ({info.platform}, driver {info.driver_version}), {size[0]}x{size[1]} output")
@@ -51,21 +49,15 @@ def main() -> int:
         for width in parse_filter_widths(args.filter_width):
             problem = Problem(width, *size)
             for config in configs:
-                base = generate(config, width)
+                base = generate(config, width, taps=problem.taps())
                 variants = [
                     dataclasses.replace(base, build_options=(f"-cl-nv-maxrregcount={cap}",) if cap else ())
                     for cap in caps
                 ]
-                resources = []
-                for variant in variants:
-                    options = [*variant.build_options, "-cl-nv-verbose"] if "NVIDIA" in info.platform else []
-                    program = cl.Program(context, variant.source).build(options=options)
-                    log = program.get_build_info(device, cl.program_build_info.LOG)
-                    used = next((line for line in log.splitlines() if "Used" in line), "")
-                    spill = next((line for line in log.splitlines() if "spill stores" in line), "")
-                    registers = used.split("Used")[1].split("registers")[0].strip() if "Used" in used else "?"
-                    stores = spill.split("bytes stack frame,")[-1].split("bytes spill stores")[0].strip()
-                    resources.append((registers, stores or "?"))
+                nvidia = "NVIDIA" in info.platform
+                resources = [
+                    nvidia_resources(cl, context, device, v) if nvidia else ("?", "?") for v in variants
+                ]
                 times: list[list[float]] = [[] for _ in variants]
                 for _ in range(args.rounds):
                     for i, variant in enumerate(variants):

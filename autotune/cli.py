@@ -807,6 +807,8 @@ def export(
         by_width.setdefault(row[2].filter_width, []).append(row)
     widths = wanted if wanted is not None else sorted(by_width)
     missing = [w for w in widths if w not in by_width]
+    if taps is not None and taps.shape[0] not in widths:
+        missing = [taps.shape[0]]  # --filter names a width that is not exported
     if not widths or missing:
         which = f"F={missing[0]}" if missing else "any filter width"
         raise UsageError(

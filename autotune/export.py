@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import __version__
-from autotune.codegen import KernelVariant
+from autotune.codegen import KernelVariant, literal_filter
 from autotune.devices import DeviceInfo
 
 ABI = [
@@ -43,7 +43,7 @@ def manifest(
         "filter_width": variant.filter_width,
         "config": variant.config,
         # True: the taps are in the source and the filter argument is ignored.
-        "filter_compiled_in": variant.config.get("filter_space") == "literal",
+        "filter_compiled_in": literal_filter(variant.config),
         "device": device.fingerprint if device else None,
         "image_size": list(image_size) if image_size else None,
         "time_ms": time_ms,

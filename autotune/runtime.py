@@ -61,13 +61,12 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
 
 
 def _argument_twin(config: Config, width: int, info: DeviceInfo) -> Config:
-    """The same kernel reading its taps from the filter argument."""
-    space = convolution_space()
-    for filter_space in ("constant", "global"):
-        twin = {**config, "filter_space": filter_space}
-        if not space.violations(twin, width, info):
-            return twin
-    return {**config, "filter_space": "global"}
+    """The same kernel reading its taps from the filter argument (`__constant` where the
+    device takes the filter there)."""
+    twin = {**config, "filter_space": "constant"}
+    if convolution_space().violations(twin, width, info):
+        twin["filter_space"] = "global"
+    return twin
 
 
 def _variant(

@@ -221,7 +221,13 @@ def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db
 
 
 def test_export_refuses_what_was_not_tuned(tuned_db, tmp_path):
-    for args, message in ((["-f", "9"], "no tuned kernel for F=9"), (["--format", "pdf"], "--format")):
+    np.save(tmp_path / "f5.npy", np.ones((5, 5)))
+    for args, message in (
+        (["-f", "9"], "no tuned kernel for F=9"),
+        (["--format", "pdf"], "--format"),
+        (["--filter", str(tmp_path / "f5.npy")], "no tuned kernel for F=5"),
+        (["-f", "3", "--filter", str(tmp_path / "f5.npy")], "no tuned kernel for F=5"),
+    ):
         result = run_cli("export", "-d", "0", "--out", str(tmp_path / "x"), *args, "--db", url(tuned_db))
         assert result.returncode == 2 and message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1

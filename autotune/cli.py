@@ -792,6 +792,7 @@ def export(
     the fastest measured kernel of that width that reads its filter argument."""
     from autotune.codegen import generate, literal_filter
     from autotune.export import c_header, manifest, t4_results, write_kernel, write_text
+    from autotune.lookup import fastest_reading_filter
 
     formats = [f.strip() for f in formats_text.split(",") if f.strip()]
     unknown = sorted(set(formats) - {"cl", "json", "header", "t4"})
@@ -831,7 +832,7 @@ def export(
             if taps is not None and taps.shape[0] == width:
                 chosen.append((generate(config, width, taps=taps), best, problem))
                 continue
-            fastest = _fastest_reading_filter(store, best, problem)
+            fastest = fastest_reading_filter(store.trials(device_id=best.device_id, problem_id=problem.id))
             if fastest is None:
                 raise _literal_needs_filter(width)
             click.echo(
@@ -871,20 +872,6 @@ def export(
         raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     for path in written:
         click.echo(f"wrote {path}")
-
-
-def _fastest_reading_filter(store: Any, best: Any, problem: Any) -> Any:
-    """The fastest verified trial of the best's device and problem whose kernel reads
-    its filter argument (any filter_space but literal)."""
-    from autotune.codegen import literal_filter
-    from autotune.worker import Status
-
-    trials = [
-        t
-        for t in store.trials(device_id=best.device_id, problem_id=problem.id)
-        if t.status == Status.OK.value and t.time_ms is not None and not literal_filter(json.loads(t.config))
-    ]
-    return min(trials, key=lambda t: t.time_ms, default=None)
 
 
 @cli.command(name="convolve")

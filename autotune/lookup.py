@@ -10,7 +10,10 @@ answered:
 4. `default`: the space's fallback config, a runtime-width kernel (one program serves
    every width never tuned).
 
-Every answer is checked against this device's limits before it is used.
+Every answer is checked against this device's limits before it is used. A best kernel
+with the filter compiled in is right for one filter only; `fastest_reading_filter`
+finds what serves any filter in its place (the fastest kernel measured for the same
+device and problem that reads its filter argument).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.codegen import literal_filter
 from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.space import Config, SearchSpace, convolution_space
+from autotune.worker import Status
 
 LEVELS = ("exact", "nearest_image_size", "same_vendor", "default")
 
@@ -35,6 +40,8 @@ class Choice:
     time_ms: float | None = None
     tuned_image_size: tuple[int, int] | None = None
     tuned_device: str | None = None
+    device_id: int | None = None  # the database rows it came from (None: the default)
+    problem_id: int | None = None
 
 
 def _distance(a: tuple[int, int], b: tuple[int, int]) -> float:
@@ -78,15 +85,34 @@ def choose(
         same_device = all(
             getattr(row_device, k) == fingerprint[k] for k in ("platform", "name", "vendor", "driver")
         )
-        entry = (config, best.time_ms, size, row_device.name)
+        entry = (config, best.time_ms, size, row_device.name, best.device_id, best.problem_id)
         if same_device:
             mine.append(entry)
         elif row_device.vendor == device.vendor and row_device.type == device.type:
             others.append(entry)
     for entries, level in ((mine, None), (others, "same_vendor")):
         if entries:
-            config, time_ms, size, name = min(entries, key=lambda e: _distance(e[2], image_size))
+            config, time_ms, size, name, device_id, problem_id = min(
+                entries, key=lambda e: _distance(e[2], image_size)
+            )
             if level is None:
                 level = "exact" if size == tuple(image_size) else "nearest_image_size"
-            return Choice(config, filter_width, level, time_ms, size, name)
+            return Choice(config, filter_width, level, time_ms, size, name, device_id, problem_id)
     return Choice(fallback_config(device, filter_width, space), filter_width, "default")
+
+
+def fastest_reading_filter(trials: list[Any], space: SearchSpace | None = None) -> Any | None:
+    """The fastest verified trial among `trials` (one device and problem) whose kernel
+    reads its filter argument: what serves any filter where the best has one compiled in."""
+    space = space or convolution_space()
+    reading = []
+    for trial in trials:
+        if trial.status != Status.OK.value or trial.time_ms is None:
+            continue
+        try:
+            config = space.complete(json.loads(trial.config))
+        except UsageError:
+            continue
+        if not literal_filter(config):
+            reading.append(trial)
+    return min(reading, key=lambda t: t.time_ms, default=None)

@@ -5,16 +5,17 @@ contexts and compiled programs are cached per process, so repeated calls pay onl
 the transfer and the kernel.
 
 A tuned kernel with the filter compiled in (`filter_space=literal`) is a new program
-for each new filter, and a compile costs far more than a run. So filters are promoted
-the way a tiered JIT promotes hot code: a filter seen for the first time runs on the
-same kernel reading its taps from the argument (one program per width serves every
-filter), and gets its own literal kernel when it comes back. The very first call for a
-width compiles the literal kernel at once, since it compiles something anyway.
+for each filter. Here that does not pay: every call moves the image to the device and
+back, which takes far longer than the kernel (65-110 ms a call at 4096x4096 on the
+H200, against 0.06-0.2 ms of kernel), while a compile takes 0.6-1.8 s
+(bench/convolve_calls.py). So by default the fastest kernel measured for the same
+device and problem that reads its filter argument runs instead (one program per width
+serves every filter); `specialise=True` compiles the tuned kernel for the filter given.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -24,16 +25,14 @@ import numpy as np
 
 from autotune.codegen import KernelVariant, generate, literal_filter
 from autotune.devices import DeviceInfo, open_device
-from autotune.lookup import Choice, choose
+from autotune.lookup import Choice, choose, fastest_reading_filter
 from autotune.space import Config, convolution_space
 
 _lock = threading.Lock()
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
 _kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
-_filters_seen: OrderedDict[tuple[int, int, str], None] = OrderedDict()  # (device, width, taps digest)
-_widths_run: set[tuple[int, int]] = set()
-FILTERS_REMEMBERED = 4096
+_reading_configs: dict[tuple[Any, ...], Config] = {}
 
 
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
@@ -62,32 +61,48 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
 
 def _argument_twin(config: Config, width: int, info: DeviceInfo) -> Config:
     """The same kernel reading its taps from the filter argument (`__constant` where the
-    device takes the filter there)."""
+    device takes the filter there): for a choice with no such kernel measured."""
     twin = {**config, "filter_space": "constant"}
     if convolution_space().violations(twin, width, info):
         twin["filter_space"] = "global"
     return twin
 
 
+def _reading_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
+    """What runs in place of a literal choice for any filter (memoised per process)."""
+    key = (db, choice.device_id, choice.problem_id, json.dumps(choice.config, sort_keys=True))
+    if key not in _reading_configs:
+        config = _argument_twin(choice.config, choice.filter_width, info)
+        if choice.device_id is not None and choice.problem_id is not None:
+            store = _open_store(db)
+            try:
+                trials = store.trials(device_id=choice.device_id, problem_id=choice.problem_id)
+                fastest = fastest_reading_filter(trials)
+            finally:
+                store.close()
+            if fastest is not None:
+                measured = convolution_space().complete(json.loads(fastest.config))
+                if not convolution_space().violations(measured, choice.filter_width, info):
+                    config = measured
+        _reading_configs[key] = config
+    return _reading_configs[key]
+
+
 def _variant(
-    config: Config, filt: np.ndarray, device_index: int, info: DeviceInfo, specialise: bool | None
+    choice: Choice, filt: np.ndarray, info: DeviceInfo, db: str | None, specialise: bool
 ) -> KernelVariant:
-    """What runs for this filter: a literal kernel for a filter seen before (or when
-    told to), else the kernel that reads its taps from the argument."""
     width = filt.shape[0]
-    first_for_width = (device_index, width) not in _widths_run
-    _widths_run.add((device_index, width))
-    if not literal_filter(config):
-        return generate(config, width)
-    key = (device_index, width, hashlib.sha256(filt.tobytes()).hexdigest())
-    seen = key in _filters_seen
-    _filters_seen[key] = None
-    _filters_seen.move_to_end(key)
-    while len(_filters_seen) > FILTERS_REMEMBERED:
-        _filters_seen.popitem(last=False)
-    if specialise is not False and (specialise or seen or first_for_width):
-        return generate(config, width, taps=filt)
-    return generate(_argument_twin(config, width, info), width)
+    if not literal_filter(choice.config):
+        return generate(choice.config, width)
+    if specialise:
+        return generate(choice.config, width, taps=filt)
+    return generate(_reading_config(choice, info, db), width)
+
+
+def _open_store(db: str | None) -> Any:
+    from autotune.store import Store, default_url
+
+    return Store(db or default_url())
 
 
 def _tuned_rows(db: str | None) -> list[Any]:
@@ -136,15 +151,15 @@ def convolve(
     mode: str = "valid",
     db: str | None = None,
     flip: bool = False,
-    specialise: bool | None = None,
+    specialise: bool = False,
 ) -> np.ndarray:
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
 
     mode="valid": output (H-F+1) x (W-F+1); mode="same": zero padding, output H x W,
     aligned as scipy.ndimage.correlate(mode="constant"). float32 arithmetic; NaN in,
-    NaN out. Where the tuned kernel has the filter compiled in, `specialise` says when
-    to compile one for this filter: True always, False never (the argument-reading
-    twin runs), None (default) for a filter seen before or the width's first call.
+    NaN out. Where the tuned kernel has the filter compiled in, `specialise=True`
+    compiles it for this filter (one compile per filter); by default the fastest
+    measured kernel that reads the filter argument runs.
     """
     image = _as_image("image", image)
     filt = _as_image("filter", filter)
@@ -168,7 +183,7 @@ def convolve(
     with _lock:
         info, context, queue = _context(device_index)
         choice = plan(image.shape, width, device=device_index, db=db)
-        variant = _variant(choice.config, filt, device_index, info, specialise)
+        variant = _variant(choice, filt, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
     out_h, out_w = image.shape[0] - width + 1, image.shape[1] - width + 1
     mf = cl.mem_flags

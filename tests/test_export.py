@@ -12,6 +12,10 @@ from scipy import ndimage
 
 import autotune
 from autotune import runtime
+from autotune.codegen import generate
+from autotune.lookup import fastest_reading_filter
+from autotune.space import convolution_space
+from autotune.store import Store
 from tests.conftest import ROOT, run_cli
 from tests.opencl_runner import run_kernel, scipy_valid
 
@@ -167,18 +171,22 @@ def literal_best_db(tuned_db, tmp_path):
     return path
 
 
-def test_convolve_compiles_a_literal_kernel_for_filters_that_come_back(literal_best_db, monkeypatch):
-    """Tiered: a new filter runs on the kernel that reads its argument, a filter seen
-    before (or the width's first) gets its own literal kernel."""
+def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_best_db, monkeypatch):
+    """By default the fastest measured kernel that reads its filter argument serves
+    every filter; specialise=True compiles the best for the filter given, never reusing
+    another filter's."""
     monkeypatch.setattr(runtime, "_kernels", type(runtime._kernels)())
-    monkeypatch.setattr(runtime, "_filters_seen", type(runtime._filters_seen)())
-    monkeypatch.setattr(runtime, "_widths_run", set())
-    monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 3)
+    monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 2)
     db = url(literal_best_db)
-    assert autotune.plan((30, 30), 3, db=db).config["filter_space"] == "literal"
+    choice = autotune.plan((30, 30), 3, db=db)
+    assert choice.config["filter_space"] == "literal"
+    store = Store(db)
+    fastest = fastest_reading_filter(store.trials(device_id=choice.device_id, problem_id=choice.problem_id))
+    store.close()
+    reading = generate(convolution_space().complete(json.loads(fastest.config)), 3).source
     rng = np.random.default_rng(8)
     image = rng.uniform(-1, 1, (33, 47)).astype(np.float32)
-    a, b, c, d = (rng.uniform(-1, 1, (3, 3)).astype(np.float32) for _ in range(4))
+    a, b, c = (rng.uniform(-1, 1, (3, 3)).astype(np.float32) for _ in range(3))
 
     def literal_ran(filt, **options):
         out = autotune.convolve(image, filt, db=db, **options)
@@ -187,12 +195,10 @@ def test_convolve_compiles_a_literal_kernel_for_filters_that_come_back(literal_b
         _, source = next(reversed(runtime._kernels))  # the program used last
         return "filter_values" in source
 
-    assert literal_ran(a)  # the width's first call: one compile either way
-    assert not literal_ran(b)  # new: the argument-reading kernel
-    assert literal_ran(a) and literal_ran(b)  # both came back
-    assert not literal_ran(c, specialise=False)
-    assert literal_ran(d, specialise=True)
-    assert literal_ran(c)  # seen once already
+    assert not literal_ran(a) and not literal_ran(b)
+    assert list(runtime._kernels) == [(0, reading)]
+    assert literal_ran(a, specialise=True) and literal_ran(b, specialise=True)
+    assert literal_ran(c, specialise=True) and literal_ran(a, specialise=True)  # past the cache's size
 
 
 def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db, tmp_path):

@@ -6,8 +6,8 @@ the transfer and the kernel.
 
 A tuned kernel with the filter compiled in (`filter_space=literal`) is a new program
 for each filter. Here that does not pay: every call moves the image to the device and
-back, which takes far longer than the kernel (65-110 ms a call at 4096x4096 on the
-H200, against 0.06-0.2 ms of kernel), while a compile takes 0.6-1.8 s
+back, which takes far longer than the kernel (78-98 ms a call at 4096x4096 on the
+H200, against 0.06-0.2 ms of kernel), while a compile takes 0.85-2.1 s
 (bench/convolve_calls.py). So by default the fastest kernel measured for the same
 device and problem that reads its filter argument runs instead (one program per width
 serves every filter); `specialise=True` compiles the tuned kernel for the filter given.

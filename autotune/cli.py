@@ -183,13 +183,19 @@ FILTER_VALUES_HELP = (
 )
 
 
-def _load_filter(path: str) -> Any:
+def _load_npy(label: str, path: str) -> Any:
     import numpy as np
 
     try:
-        taps = np.load(path, allow_pickle=False)
+        return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
-        raise UsageError(f"--filter {path} is not a readable .npy file: {exc}") from None
+        raise UsageError(f"{label} {path} is not a readable .npy file: {exc}") from None
+
+
+def _load_filter(path: str) -> Any:
+    import numpy as np
+
+    taps = _load_npy("--filter", path)
     if taps.ndim != 2 or taps.shape[0] != taps.shape[1] or taps.dtype.kind not in "fiu":
         raise UsageError(
             f"--filter {path} must hold a square array of numbers, got {taps.dtype} {taps.shape}"
@@ -902,12 +908,7 @@ def convolve_command(
 
     from autotune.runtime import convolve
 
-    arrays = []
-    for label, path in (("IN", input_path), ("--filter", filter_path)):
-        try:
-            arrays.append(np.load(path, allow_pickle=False))
-        except (OSError, ValueError, EOFError) as exc:
-            raise UsageError(f"{label} {path} is not a readable .npy file: {exc}") from None
+    arrays = [_load_npy("IN", input_path), _load_npy("--filter", filter_path)]
     try:
         result = convolve(arrays[0], arrays[1], device=device_index, mode=mode, db=db_url, flip=flip)
     except (TypeError, ValueError) as exc:

@@ -81,8 +81,9 @@ def _reading_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
             finally:
                 store.close()
             if fastest is not None:
-                measured = convolution_space().complete(json.loads(fastest.config))
-                if not convolution_space().violations(measured, choice.filter_width, info):
+                space = convolution_space()
+                measured = space.complete(json.loads(fastest.config))
+                if not space.violations(measured, choice.filter_width, info):
                     config = measured
         _reading_configs[key] = config
     return _reading_configs[key]
@@ -109,14 +110,13 @@ def _tuned_rows(db: str | None) -> list[Any]:
     """Best rows from the database; none when there is no database yet (never create one)."""
     import sqlalchemy as sa
 
-    from autotune.store import Store, default_url
+    from autotune.store import default_url
 
-    url = db or default_url()
-    parsed = sa.make_url(url)
+    parsed = sa.make_url(db or default_url())
     on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
     if on_disk and not Path(str(parsed.database)).exists():
         return []
-    store = Store(url)
+    store = _open_store(db)
     try:
         return store.best()
     finally:

@@ -10,13 +10,14 @@ the sampler as failed and repaired to a valid, unvisited point that differs from
 as few knobs as possible.
 
 `gp` (the default) starts with 10 random points (powers of two favoured), then fits a
-Gaussian process to what is measured (autotune/surrogate.py) and takes the point of
-highest expected improvement, alternating between the best point's one-knob neighbours
-(exploit) and the whole space (explore). Genetic steps (a child of two of the best
-points, moving several knobs at once) can replace some of them (GENETIC_EVERY); they
-are off because 80 replayed seeds showed no gain. `tpe-local` is TPE followed by a
-random walk over one-knob neighbours of the best point. BENCHMARKS.md has the replay
-comparison behind the choice.
+Gaussian process to what is measured (autotune/surrogate.py) and alternates two steps.
+The local step takes the best point's one-knob neighbour of highest expected
+improvement, flipping its switches (two-valued knobs) before anything else. The global
+step takes the point of the whole space with the lowest predicted time. Genetic steps
+(a child of two of the best points, moving several knobs at once) can replace some of
+them (GENETIC_EVERY); they are off because 80 replayed seeds showed no gain.
+`tpe-local` is TPE followed by a random walk over one-knob neighbours of the best
+point. BENCHMARKS.md has the replay comparison behind the choice.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ CANDIDATE_SAMPLE = 4_000
 POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers of two
 MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
+GLOBAL_STEP = "mean"  # gp: "mean" (lowest predicted time) or "ei" (expected improvement)
+SWITCHES_FIRST = True  # gp: the local step flips the best point's two-valued knobs first
 GENETIC_EVERY = 0  # gp: every Nth step after the start is a genetic one (0: never; see BENCHMARKS.md)
 GENETIC_POOL = 20  # parents come from this many best points
 
@@ -277,10 +280,9 @@ class Search:
         return None
 
     def _gp_proposal(self) -> tuple[int, ...] | None:
-        """Highest expected improvement under the surrogate: among the best point's
-        one-knob neighbours on every other call, among all candidates on the rest."""
+        """The local step on every other call, the global step on the rest."""
         assert self.best is not None
-        near = [p for p in self._neighbours(self.best[1]) if self._usable(p)] if len(self.visited) % 2 else []
+        near = self._local_candidates() if len(self.visited) % 2 else []
         candidates = near or self._candidates()
         if not candidates:
             return None
@@ -290,8 +292,22 @@ class Search:
             [self.visited[p] for p in measured],
             self._features(candidates),
             self._features(sorted(self.in_flight)),
+            acquisition="ei" if near else GLOBAL_STEP,
         )
         return candidates[index]
+
+    def _local_candidates(self) -> list[tuple[int, ...]]:
+        """The best point's unvisited one-knob neighbours; with SWITCHES_FIRST, only its
+        switch flips while any is left. A switch (shared memory on/off, read-only on/off)
+        often decides which basin a point is in, and the model, having seen the switch
+        fail elsewhere, would not try it here: each flip is one evaluation per new best."""
+        assert self.best is not None
+        centre = self.best[1]
+        near = [p for p in self._neighbours(centre) if self._usable(p)]
+        if not SWITCHES_FIRST:
+            return near
+        switches = [p for p in near if any(self.sizes[i] == 2 and p[i] != centre[i] for i in range(len(p)))]
+        return switches or near
 
     def _features(self, points: list[tuple[int, ...]]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,

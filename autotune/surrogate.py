@@ -106,8 +106,10 @@ def propose(
     values: list[float | None],
     candidates: np.ndarray,
     pending: np.ndarray | None = None,
+    acquisition: str = "ei",
 ) -> int:
-    """Index into `candidates` of the point with the highest expected improvement.
+    """Index into `candidates` of the point with the highest expected improvement
+    ("ei") or the lowest predicted time ("mean").
 
     `values` holds times (None: failed). `pending` points are being measured: they are
     added at the model's own prediction (kriging believer), so a pipeline of proposals
@@ -123,4 +125,6 @@ def propose(
         x = np.vstack([measured, pending])
         model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
     mean, std = model.predict(candidates)
+    if acquisition == "mean":
+        return int(np.argmin(mean))
     return int(np.argmax(expected_improvement(mean, std, best)))

@@ -3,10 +3,13 @@
 
     python bench/replay_samplers.py [--landscapes ../shared/landscapes/*.json.gz]
                                     [--samplers gp,tpe-local,tpe,random] [--repeats 20] [--budget 100]
-                                    [--genetic-every N]
+                                    [--seed 0] [--jobs 2] [--global-step mean|ei]
+                                    [--switches-first on|off] [--genetic-every N]
 
 Prints, per landscape and sampler, the median of best found / optimum after 20, 50
 and 100 evaluations, P(within 5%) at 50, and the median evaluations to reach 5%.
+The gp options select the variants compared in BENCHMARKS.md; their defaults are the
+defaults of `autotune search`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,27 @@ import argparse
 import glob
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import cache
 from pathlib import Path
 
 from autotune import search
-from autotune.replay import load, replay, summarise
+from autotune.replay import Landscape, Trace, load, replay_once, summarise
+
+
+@cache
+def _landscape(path: str) -> Landscape:
+    return load(path)
+
+
+def _configure(global_step: str, switches_first: bool, genetic_every: int) -> None:
+    search.GLOBAL_STEP = global_step
+    search.SWITCHES_FIRST = switches_first
+    search.GENETIC_EVERY = genetic_every
+
+
+def _replay(path: str, sampler: str, budget: int, seed: int) -> Trace:
+    return replay_once(_landscape(path), sampler, budget, seed)
 
 
 def main() -> int:
@@ -31,6 +51,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1, help="replays run in this many processes")
+    parser.add_argument("--global-step", choices=("mean", "ei"), default=search.GLOBAL_STEP)
+    parser.add_argument(
+        "--switches-first", choices=("on", "off"), default="on" if search.SWITCHES_FIRST else "off"
+    )
     parser.add_argument(
         "--genetic-every",
         type=int,
@@ -38,32 +63,38 @@ def main() -> int:
         help="gp: every Nth step is a genetic one; 0 (the default) turns them off",
     )
     args = parser.parse_args()
-    search.GENETIC_EVERY = args.genetic_every
+    settings = (args.global_step, args.switches_first == "on", args.genetic_every)
+    _configure(*settings)
     budgets = tuple(b for b in (20, 50, 100, 200) if b <= args.budget)
+    genetic = f"1 in {args.genetic_every}" if args.genetic_every else "off"
     print(
-        f"{args.repeats} repeats per cell, seeds {args.seed}..{args.seed + args.repeats - 1}, "
-        f"gp's genetic steps: {f'1 in {args.genetic_every}' if args.genetic_every else 'off'}\n"
+        f"{args.repeats} repeats per cell, seeds {args.seed}..{args.seed + args.repeats - 1}; "
+        f"gp: global step {args.global_step}, switches first {args.switches_first}, genetic steps {genetic}\n"
     )
     header = " | ".join(f"median @{b}" for b in budgets)
     print(f"| landscape | sampler | {header} | P(<=5%) @50 | evals to 5% | s/repeat |")
     print("|---|---|" + "---|" * (len(budgets) + 3))
-    for path in args.landscapes:
-        landscape = load(path)
-        for sampler in args.samplers.split(","):
-            start = time.perf_counter()
-            traces = replay(landscape, sampler, args.budget, args.repeats, args.seed)
-            seconds = (time.perf_counter() - start) / args.repeats
-            summary = summarise(landscape, traces, budgets)
-            cells = " | ".join(f"{row['median']:.3f}" for row in summary["budgets"])
-            at50 = next((row for row in summary["budgets"] if row["budget"] == 50), None)
-            p5 = f"{at50['p_within_5']:.2f}" if at50 else "-"
-            reach = summary["evaluations_to_5"]
-            evals = (
-                reach["median"]
-                if reach["median"] is not None
-                else f">{args.budget} ({reach['reached']}/{reach['of']})"
-            )
-            print(f"| {Path(path).name} | {sampler} | {cells} | {p5} | {evals} | {seconds:.1f} |", flush=True)
+    with ProcessPoolExecutor(args.jobs, initializer=_configure, initargs=settings) as pool:
+        for path in args.landscapes:
+            landscape = _landscape(path)
+            for sampler in args.samplers.split(","):
+                start = time.perf_counter()
+                seeds = range(args.seed, args.seed + args.repeats)
+                n = len(seeds)
+                traces = list(pool.map(_replay, [path] * n, [sampler] * n, [args.budget] * n, seeds))
+                seconds = (time.perf_counter() - start) * args.jobs / args.repeats
+                summary = summarise(landscape, traces, budgets)
+                cells = " | ".join(f"{row['median']:.3f}" for row in summary["budgets"])
+                at50 = next((row for row in summary["budgets"] if row["budget"] == 50), None)
+                p5 = f"{at50['p_within_5']:.2f}" if at50 else "-"
+                reach = summary["evaluations_to_5"]
+                evals = (
+                    reach["median"]
+                    if reach["median"] is not None
+                    else f">{args.budget} ({reach['reached']}/{reach['of']})"
+                )
+                row = f"| {Path(path).name} | {sampler} | {cells} | {p5} | {evals} | {seconds:.1f} |"
+                print(row, flush=True)
     return 0
 
 

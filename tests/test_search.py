@@ -326,6 +326,53 @@ def test_gp_start_points_favour_powers_of_two():
     assert len(set(blocks)) > 10  # the other values are still drawn
 
 
+def _switch_space_search(seed: int) -> Search:
+    """A best point at (a=5, s=0, t=0) whose switch s looked bad wherever it was tried."""
+    space = SearchSpace.from_dict(
+        {"knobs": {"a": {"values": list(range(10))}, "s": {"values": [0, 1]}, "t": {"values": [0, 1]}}}
+    )
+    search = Search(space, "gp", seed=seed)
+    for a in (0, 1, 2, 3, 4, 6, 7, 8, 9):
+        search.add_history({"a": a, "s": 0, "t": 1}, 2.0 + abs(a - 5) * 0.1)
+    for a in (0, 2, 8):
+        search.add_history({"a": a, "s": 1, "t": 1}, 50.0)
+    search.add_history({"a": 5, "s": 0, "t": 0}, 1.0)
+    return search
+
+
+def test_gp_local_step_flips_switches_first(monkeypatch):
+    """The local step tries the best point's two-valued knobs before anything else,
+    even where the model expects a flip to be slow; once flipped, other knobs move."""
+    search = _switch_space_search(seed=6)
+    assert len(search.visited) % 2 == 1  # an odd count: the next step is local
+    assert sorted(search._local_candidates()) == [(5, 0, 1), (5, 1, 0)]
+    assert search._gp_proposal() in ((5, 0, 1), (5, 1, 0))
+    search.add_history({"a": 5, "s": 1, "t": 0}, 40.0)
+    search.add_history({"a": 0, "s": 0, "t": 0}, 3.0)  # odd again
+    assert search._gp_proposal() == (5, 0, 1)  # the one switch flip left
+    search.add_history({"a": 5, "s": 0, "t": 1}, 2.0)
+    search.add_history({"a": 1, "s": 0, "t": 0}, 3.0)
+    near = search._local_candidates()
+    assert near and all(p[1:] == (0, 0) for p in near)  # switches done: a moves
+    monkeypatch.setattr("autotune.search.SWITCHES_FIRST", False)
+    every = _switch_space_search(seed=6)._local_candidates()
+    assert (5, 1, 0) in every and (4, 0, 0) in every
+
+
+def test_gp_global_step_takes_the_lowest_predicted_time(monkeypatch):
+    """The global step ("mean") goes where the model expects the fastest point, next to
+    the measured optimum; expected improvement ("ei") prefers an unexplored far corner."""
+    space = SearchSpace.from_dict({"knobs": {"x": {"values": list(range(40))}}})
+    search = Search(space, "gp", seed=7)
+    for x in (10, 12, 14, 16, 18):
+        search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
+    assert len(search.visited) % 2 == 1
+    search.add_history({"x": 20}, 2.2)  # even count: the next step is global
+    assert search._gp_proposal() in ((13,), (15,))
+    monkeypatch.setattr("autotune.search.GLOBAL_STEP", "ei")
+    assert search._gp_proposal()[0] > 25  # type: ignore[index]
+
+
 def test_genetic_steps_combine_the_knobs_of_two_good_points():
     """Two good points that are good for different reasons (knobs a-c, knobs d-f): a
     genetic step proposes children that take knobs from both, a jump of several knobs

@@ -9,10 +9,12 @@ Given a validity test, `ask` only returns valid points: an invalid proposal is t
 the sampler as failed and repaired to a valid, unvisited point that differs from it in
 as few knobs as possible.
 
-`gp` (the default) starts with 10 random points (powers of two favoured), then fits a
+`gp` (the default) starts with 10 random points (powers of two favoured, each switch
+on in half of them), then fits a
 Gaussian process to what is measured (autotune/surrogate.py) and alternates two steps.
 The local step takes the best point's one-knob neighbour of highest expected
-improvement, flipping its switches (two-valued knobs) before anything else. The global
+improvement, trying its switch moves (two-valued knobs flipped, others moved to a power
+of two) before anything else. The global
 step takes the point of the whole space with the lowest predicted time. Genetic steps
 (a child of two of the best points, moving several knobs at once) can replace some of
 them (GENETIC_EVERY); they are off because 80 replayed seeds showed no gain.
@@ -46,7 +48,7 @@ POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers o
 MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
 GLOBAL_STEP = "mean"  # gp: "mean" (lowest predicted time) or "ei" (expected improvement)
-SWITCHES_FIRST = True  # gp: the local step flips the best point's two-valued knobs first
+SWITCHES_FIRST = True  # gp: the local step tries the best point's switch moves first
 GENETIC_EVERY = 0  # gp: every Nth step after the start is a genetic one (0: never; see BENCHMARKS.md)
 GENETIC_POOL = 20  # parents come from this many best points
 
@@ -101,6 +103,8 @@ class Search:
             mixed = any(flags) and not all(flags)
             self.powers_of_two.append([i for i, flag in enumerate(flags) if flag] if mixed else None)
         self._valid_points: list[tuple[int, ...]] | None = None
+        self._switch_plan: dict[int, list[int]] | None = None  # start points: each switch's values
+        self._starts = 0
         self._feature_table: list[np.ndarray] | None = None
 
     # -- encoding ------------------------------------------------------------
@@ -197,7 +201,30 @@ class Search:
     def _start_point(self) -> tuple[int, ...] | None:
         """A random valid, unvisited point; knobs that mix powers of two with other
         values draw from their powers of two half of the time (GPU work sizes favour
-        them: on every replayed landscape the optimum has them)."""
+        them: on every replayed landscape the optimum has them). Each switch is on in
+        half of the start points and off in the other half, so no switch setting goes
+        unseen because of a few unlucky draws."""
+        if self._switch_plan is None:
+            self._switch_plan = {}
+            for i, size in enumerate(self.sizes):
+                if size == 2:
+                    column = [0, 1] * (STARTUP_TRIALS // 2)
+                    self.random.shuffle(column)
+                    self._switch_plan[i] = column
+        for _ in range(100):
+            point = self._random_start_point()
+            if point is None:
+                return None
+            planned = list(point)
+            for i, column in self._switch_plan.items():
+                if self._starts < len(column):
+                    planned[i] = column[self._starts]
+            if self._usable(tuple(planned)):
+                self._starts += 1
+                return tuple(planned)
+        return self._random_start_point()
+
+    def _random_start_point(self) -> tuple[int, ...] | None:
         for _ in range(100):
             point = []
             for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
@@ -298,16 +325,25 @@ class Search:
 
     def _local_candidates(self) -> list[tuple[int, ...]]:
         """The best point's unvisited one-knob neighbours; with SWITCHES_FIRST, only its
-        switch flips while any is left. A switch (shared memory on/off, read-only on/off)
-        often decides which basin a point is in, and the model, having seen the switch
-        fail elsewhere, would not try it here: each flip is one evaluation per new best."""
+        switch moves while any is left: flips of two-valued knobs, and moves of a knob
+        that is not at a power of two to the nearest powers of two. These moves often
+        decide which basin a point is in (shared memory on or off, an aligned block),
+        and the model, having seen them fail elsewhere, would not try them here. Each
+        costs one evaluation per new best point."""
         assert self.best is not None
         centre = self.best[1]
         near = [p for p in self._neighbours(centre) if self._usable(p)]
         if not SWITCHES_FIRST:
             return near
-        switches = [p for p in near if any(self.sizes[i] == 2 and p[i] != centre[i] for i in range(len(p)))]
-        return switches or near
+        switch_moves = set()
+        for i, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
+            if size == 2:
+                switch_moves.add((i, 1 - centre[i]))
+            elif powers is not None and centre[i] not in powers:
+                switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
+                switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
+        first = [p for p in near if _move(centre, p) in switch_moves]
+        return first or near
 
     def _features(self, points: list[tuple[int, ...]]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,
@@ -337,6 +373,12 @@ class Search:
                     return candidate
             current = self.random.sample(changed, min(len(changed), 20))
         return None
+
+
+def _move(centre: tuple[int, ...], neighbour: tuple[int, ...]) -> tuple[int, int]:
+    """(knob, new value index) of a point that differs from `centre` in one knob."""
+    knob = next(i for i, (a, b) in enumerate(zip(centre, neighbour, strict=True)) if a != b)
+    return knob, neighbour[knob]
 
 
 def _power_of_two(value: Any) -> bool:

@@ -326,17 +326,21 @@ def test_gp_start_points_favour_powers_of_two():
     assert len(set(blocks)) > 10  # the other values are still drawn
 
 
+A = list(range(3, 23, 2))  # knob values without a power of two
+
+
 def _switch_space_search(seed: int) -> Search:
-    """A best point at (a=5, s=0, t=0) whose switch s looked bad wherever it was tried."""
+    """A best point at (a index 5, s=0, t=0) whose switch s looked bad wherever it was tried;
+    a has no power of two, so only s and t give switch moves."""
     space = SearchSpace.from_dict(
-        {"knobs": {"a": {"values": list(range(10))}, "s": {"values": [0, 1]}, "t": {"values": [0, 1]}}}
+        {"knobs": {"a": {"values": A}, "s": {"values": [0, 1]}, "t": {"values": [0, 1]}}}
     )
     search = Search(space, "gp", seed=seed)
     for a in (0, 1, 2, 3, 4, 6, 7, 8, 9):
-        search.add_history({"a": a, "s": 0, "t": 1}, 2.0 + abs(a - 5) * 0.1)
+        search.add_history({"a": A[a], "s": 0, "t": 1}, 2.0 + abs(a - 5) * 0.1)
     for a in (0, 2, 8):
-        search.add_history({"a": a, "s": 1, "t": 1}, 50.0)
-    search.add_history({"a": 5, "s": 0, "t": 0}, 1.0)
+        search.add_history({"a": A[a], "s": 1, "t": 1}, 50.0)
+    search.add_history({"a": A[5], "s": 0, "t": 0}, 1.0)
     return search
 
 
@@ -347,11 +351,11 @@ def test_gp_local_step_flips_switches_first(monkeypatch):
     assert len(search.visited) % 2 == 1  # an odd count: the next step is local
     assert sorted(search._local_candidates()) == [(5, 0, 1), (5, 1, 0)]
     assert search._gp_proposal() in ((5, 0, 1), (5, 1, 0))
-    search.add_history({"a": 5, "s": 1, "t": 0}, 40.0)
-    search.add_history({"a": 0, "s": 0, "t": 0}, 3.0)  # odd again
+    search.add_history({"a": A[5], "s": 1, "t": 0}, 40.0)
+    search.add_history({"a": A[0], "s": 0, "t": 0}, 3.0)  # odd again
     assert search._gp_proposal() == (5, 0, 1)  # the one switch flip left
-    search.add_history({"a": 5, "s": 0, "t": 1}, 2.0)
-    search.add_history({"a": 1, "s": 0, "t": 0}, 3.0)
+    search.add_history({"a": A[5], "s": 0, "t": 1}, 2.0)
+    search.add_history({"a": A[1], "s": 0, "t": 0}, 3.0)
     near = search._local_candidates()
     assert near and all(p[1:] == (0, 0) for p in near)  # switches done: a moves
     monkeypatch.setattr("autotune.search.SWITCHES_FIRST", False)
@@ -371,6 +375,44 @@ def test_gp_global_step_takes_the_lowest_predicted_time(monkeypatch):
     assert search._gp_proposal() in ((13,), (15,))
     monkeypatch.setattr("autotune.search.GLOBAL_STEP", "ei")
     assert search._gp_proposal()[0] > 25  # type: ignore[index]
+
+
+def test_gp_start_points_split_each_switch_evenly():
+    """Each two-valued knob is on in half of the start points and off in the other half."""
+    space = SearchSpace.from_dict(
+        {
+            "knobs": {
+                "block": {"values": list(range(16, 257, 16))},
+                "shared": {"values": [False, True]},
+                "cached": {"values": [0, 1]},
+            }
+        }
+    )
+    for seed in range(5):
+        search = Search(space, "gp", seed=seed)
+        starts = []
+        for _ in range(10):
+            point = search._start_point()
+            assert point is not None
+            search.add_history(search.decode(search._params(point)), 1.0 + len(starts))
+            starts.append(point)
+        assert sum(p[1] for p in starts) == 5 and sum(p[2] for p in starts) == 5
+
+
+def test_gp_local_step_moves_a_knob_to_a_power_of_two_first():
+    """From a best point at block 48, the switch moves are blocks 32 and 64."""
+    space = SearchSpace.from_dict(
+        {"knobs": {"block": {"values": list(range(16, 257, 16))}, "tile": {"values": [1, 2, 3, 4]}}}
+    )
+    search = Search(space, "gp", seed=8)
+    for block in (16, 80, 112, 160, 208, 256):
+        search.add_history({"block": block, "tile": 1}, 3.0)
+    search.add_history({"block": 48, "tile": 2}, 1.0)
+    assert len(search.visited) % 2 == 1
+    assert sorted(search._local_candidates()) == [(1, 1), (3, 1)]  # value indices of 32 and 64
+    search.add_history({"block": 32, "tile": 2}, 2.0)
+    search.add_history({"block": 64, "tile": 2}, 2.0)
+    assert len(search._local_candidates()) == 13 + 3  # other blocks, other tiles
 
 
 def test_genetic_steps_combine_the_knobs_of_two_good_points():

@@ -10,12 +10,11 @@ the sampler as failed and repaired to a valid, unvisited point that differs from
 as few knobs as possible.
 
 `gp` (the default) starts with 10 random points (powers of two favoured, each switch
-on in half of them), then fits a
-Gaussian process to what is measured (autotune/surrogate.py) and alternates two steps.
-The local step takes the best point's one-knob neighbour of highest expected
-improvement, trying its switch moves (two-valued knobs flipped, others moved to a power
-of two) before anything else. The global
-step takes the point of the whole space with the lowest predicted time. Genetic steps
+on in half of them), then fits a Gaussian process to what is measured
+(autotune/surrogate.py) and alternates two steps. The local step takes the best point's
+one-knob neighbour of highest expected improvement, trying its switch moves (two-valued
+knobs flipped, others moved to a power of two) before anything else. The global step
+takes the point of the whole space with the lowest predicted time. Genetic steps
 (a child of two of the best points, moving several knobs at once) can replace some of
 them (GENETIC_EVERY); they are off because 80 replayed seeds showed no gain.
 `tpe-local` is TPE followed by a random walk over one-knob neighbours of the best

@@ -127,4 +127,6 @@ def propose(
     mean, std = model.predict(candidates)
     if acquisition == "mean":
         return int(np.argmin(mean))
+    if acquisition != "ei":
+        raise ValueError(f"unknown acquisition {acquisition!r} (ei or mean)")
     return int(np.argmax(expected_improvement(mean, std, best)))

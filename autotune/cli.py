@@ -241,9 +241,9 @@ def render(
     filter_path: str | None,
 ) -> None:
     """Write one kernel's source and manifest, exactly as `export` does."""
-    from autotune.codegen import check_filter_width, generate, literal_filter
     from autotune.devices import device_info
     from autotune.export import write_kernel
+    from autotune.families.conv2d.render import check_filter_width, generate, literal_filter
     from autotune.space import convolution_space
 
     check_filter_width(filter_width)
@@ -617,7 +617,7 @@ def best(
 def _best_with_fallback(
     store: Any, device_index: int, filter_width: int, size_text: str | None, as_json: bool
 ) -> None:
-    from autotune.codegen import check_filter_width
+    from autotune.families.conv2d.render import check_filter_width
     from autotune.lookup import choose
 
     check_filter_width(filter_width)
@@ -796,8 +796,8 @@ def export(
     A best kernel with the filter compiled in (filter_space=literal) is only right for
     that filter: it is exported with the values given by --filter, or else replaced by
     the fastest measured kernel of that width that reads its filter argument."""
-    from autotune.codegen import generate, literal_filter
     from autotune.export import c_header, manifest, t4_results, write_kernel, write_text
+    from autotune.families.conv2d.render import generate, literal_filter
     from autotune.lookup import fastest_reading_filter
 
     formats = [f.strip() for f in formats_text.split(",") if f.strip()]

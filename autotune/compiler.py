@@ -12,7 +12,7 @@ import os
 import queue
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from autotune.codegen import KernelVariant
+from autotune.families.conv2d.render import KernelVariant
 from autotune.worker import Compiled, Worker
 
 

@@ -3,10 +3,10 @@ compiling, measure the rest in the worker."""
 
 from __future__ import annotations
 
-from autotune.codegen import generate
 from autotune.devices import DeviceInfo, device_info
 from autotune.errors import UsageError
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import generate
 from autotune.space import Config, SearchSpace, convolution_space
 from autotune.worker import Measurement, Status, TimingPolicy, Worker
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune import __version__
-from autotune.codegen import KernelVariant, literal_filter
 from autotune.devices import DeviceInfo
+from autotune.families.conv2d.render import KernelVariant, literal_filter
 
 ABI = [
     "__global const float *input",

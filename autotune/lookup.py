@@ -23,9 +23,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.codegen import literal_filter
 from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
+from autotune.families.conv2d.render import literal_filter
 from autotune.space import Config, SearchSpace, convolution_space
 from autotune.worker import Status
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from autotune.codegen import KernelVariant, generate, literal_filter
 from autotune.devices import DeviceInfo, open_device
+from autotune.families.conv2d.render import KernelVariant, generate, literal_filter
 from autotune.lookup import Choice, choose, fastest_reading_filter
 from autotune.space import Config, convolution_space
 

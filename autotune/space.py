@@ -171,8 +171,8 @@ _convolution: SearchSpace | None = None
 
 
 def convolution_space() -> SearchSpace:
-    """The kernel family shipped with the package (search_spaces/convolution.toml)."""
+    """The kernel family shipped with the package (search_spaces/conv2d.toml)."""
     global _convolution
     if _convolution is None:
-        _convolution = SearchSpace.load(resource_path("search_spaces", "convolution.toml"))
+        _convolution = SearchSpace.load(resource_path("search_spaces", "conv2d.toml"))
     return _convolution

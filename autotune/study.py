@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from autotune.evaluate import Evaluator
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
 from autotune.worker import Measurement, TimingPolicy
 
 

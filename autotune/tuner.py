@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import __version__
-from autotune.codegen import KernelVariant, generate
 from autotune.compiler import CompilePool, default_compilers
 from autotune.devices import DeviceInfo
 from autotune.errors import AutotuneError, UsageError
 from autotune.evaluate import Evaluator
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import KernelVariant, generate
 from autotune.search import DEFAULT_SAMPLER, Search
 from autotune.space import Config, convolution_space
 from autotune.store import Best, Store, Trial, config_key

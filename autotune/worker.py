@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from autotune.codegen import KernelVariant
 from autotune.errors import AutotuneError
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import KernelVariant
 
 # Floats after the output that a correct kernel never touches.
 CANARY_FLOATS = 4096
@@ -122,7 +122,7 @@ class _Session:
             return
         import numpy as np
 
-        from autotune.reference import correlate_valid, tolerance
+        from autotune.families.conv2d.problem import correlate_valid, tolerance
 
         cl, mf = self.cl, self.cl.mem_flags
         image, filt = problem.data()

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autotune.codegen import KernelVariant
+from autotune.families.conv2d.render import KernelVariant
 
 
 def read_configs(texts: list[str]) -> list[dict]:

@@ -25,7 +25,7 @@ import numpy as np
 from autotune.cli import parse_filter_widths, parse_image_size
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
 from autotune.store import Store
 from autotune.tuner import Budget, Tuner
 from autotune.worker import TimingPolicy
@@ -88,7 +88,7 @@ def main() -> int:
                     times.append((time.perf_counter() - start) * 1e3)
                 theirs.append(statistics.median(times))
             ours_ms, theirs_ms = statistics.median(ours), statistics.median(theirs)
-            from autotune.reference import correlate_valid
+            from autotune.families.conv2d.problem import correlate_valid
 
             reference = correlate_valid(image, filt)
             rows.append(

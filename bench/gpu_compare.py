@@ -28,7 +28,7 @@ from copy_ceiling import ceiling_ms, copy_timer
 from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
 from autotune.store import Store
 from autotune.tuner import Budget, Tuner
 from autotune.worker import TimingPolicy

@@ -15,9 +15,9 @@ import sys
 from bench_common import read_configs
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths
-from autotune.codegen import generate
 from autotune.devices import open_device
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import generate
 
 
 def main() -> int:

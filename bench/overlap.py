@@ -24,10 +24,10 @@ from bench_common import read_configs
 from copy_ceiling import ceiling_ms, copy_timer
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
-from autotune.codegen import KernelVariant, generate
 from autotune.devices import open_device
 from autotune.evaluate import Evaluator
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import KernelVariant, generate
 
 ROW_POINTER = "input + (y0 + ir) * in_width + x0"
 # Keeps the row parity (odd rows of 2-mod-4 pitches take their own path) and x0 mod 4.

@@ -19,10 +19,10 @@ import sys
 from bench_common import nvidia_resources, read_configs
 
 from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
-from autotune.codegen import generate
 from autotune.devices import open_device
 from autotune.evaluate import Evaluator
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import generate
 
 
 def main() -> int:

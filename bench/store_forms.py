@@ -21,9 +21,9 @@ import re
 import sys
 
 from autotune.cli import parse_filter_widths
-from autotune.codegen import generate
 from autotune.devices import open_device
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import generate
 from autotune.store import Store
 from autotune.worker import TimingPolicy, Worker
 

@@ -79,8 +79,8 @@ def child() -> int:
     import numpy as np
     import pyopencl as cl
 
-    from autotune.codegen import generate
-    from autotune.reference import correlate_valid
+    from autotune.families.conv2d.problem import correlate_valid
+    from autotune.families.conv2d.render import generate
 
     platform = cl.get_platforms()[0]
     sys.stderr.write(f"platform: {platform.name}\n")

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from autotune.codegen import generate
+from autotune.families.conv2d.render import generate
 from autotune.space import convolution_space
 from tests.conftest import run_cli
 from tests.opencl_runner import run_kernel, scipy_valid

@@ -12,7 +12,7 @@ from scipy import ndimage
 
 import autotune
 from autotune import runtime
-from autotune.codegen import generate
+from autotune.families.conv2d.render import generate
 from autotune.lookup import fastest_reading_filter
 from autotune.space import convolution_space
 from autotune.store import Store

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autotune.codegen import _float_literal, generate, literal_filter
 from autotune.devices import device_info
 from autotune.errors import UsageError
+from autotune.families.conv2d.render import _float_literal, generate, literal_filter
 from autotune.space import convolution_space
 from tests.opencl_runner import run_kernel, scipy_valid
 

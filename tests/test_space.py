@@ -97,7 +97,7 @@ def test_space_from_other_declaration():
 
 
 def test_fingerprint_follows_knobs_and_rules_not_help_text():
-    data = tomllib.loads((ROOT / "search_spaces" / "convolution.toml").read_text())
+    data = tomllib.loads((ROOT / "search_spaces" / "conv2d.toml").read_text())
     base = SearchSpace.from_dict(data).fingerprint
     assert base == convolution_space().fingerprint
     reworded = copy.deepcopy(data)

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from autotune.codegen import generate
-from autotune.reference import Problem
+from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d.render import generate
 from autotune.worker import Status, Worker
 from tests.conftest import FAST
 

@@ -32,13 +32,13 @@ def _template() -> jinja2.Template:
     global _environment
     if _environment is None:
         _environment = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(resource_path("templates", "convolve.cl.j2").parent),
+            loader=jinja2.FileSystemLoader(resource_path("templates", "conv2d.cl.j2").parent),
             trim_blocks=True,
             lstrip_blocks=True,
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
         )
-    return _environment.get_template("convolve.cl.j2")
+    return _environment.get_template("conv2d.cl.j2")
 
 
 @dataclass(frozen=True)

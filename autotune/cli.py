@@ -250,7 +250,7 @@ def render(
     config = _config_from(preset, config_text)
     device = device_info(device_index) if device_index is not None else None
     if device is not None:
-        reasons = convolution_space().violations(config, filter_width, device)
+        reasons = convolution_space().violations(config, {"filter_width": filter_width}, device)
         if reasons:
             raise UsageError(f"invalid configuration for {device.name}: {reasons[0]}")
     taps = _load_filter(filter_path) if filter_path is not None else None

@@ -36,7 +36,7 @@ class Evaluator:
             config = self.space.complete(config)
         except UsageError as exc:
             return Measurement(Status.INVALID, error=str(exc))
-        reasons = self.space.violations(config, problem.filter_width, self.device)
+        reasons = self.space.violations(config, {"filter_width": problem.filter_width}, self.device)
         if reasons:
             return Measurement(Status.INVALID, error="; ".join(reasons))
         variant = generate(config, problem.filter_width, self.space, problem.taps())

@@ -53,9 +53,11 @@ def fallback_config(device: DeviceInfo, filter_width: int, space: SearchSpace | 
     space = space or convolution_space()
     assert space.fallback is not None
     config = dict(space.fallback.config)
-    if space.violations(config, filter_width, device):
+    if space.violations(config, {"filter_width": filter_width}, device):
         config["filter_space"] = "global"
-    while space.violations(config, filter_width, device) and (config["local_x"] > 1 or config["local_y"] > 1):
+    while space.violations(config, {"filter_width": filter_width}, device) and (
+        config["local_x"] > 1 or config["local_y"] > 1
+    ):
         key = "local_x" if config["local_x"] >= config["local_y"] else "local_y"
         config[key] = int(config[key]) // 2
     return config
@@ -79,7 +81,7 @@ def choose(
             config = space.complete(json.loads(best.config))  # older rows lack newer knobs
         except UsageError:
             continue  # written for another space
-        if space.violations(config, filter_width, device):
+        if space.violations(config, {"filter_width": filter_width}, device):
             continue
         size = (problem.out_width, problem.out_height)
         same_device = all(

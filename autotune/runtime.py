@@ -63,7 +63,7 @@ def _argument_twin(config: Config, width: int, info: DeviceInfo) -> Config:
     """The same kernel reading its taps from the filter argument (`__constant` where the
     device takes the filter there): for a choice with no such kernel measured."""
     twin = {**config, "filter_space": "constant"}
-    if convolution_space().violations(twin, width, info):
+    if convolution_space().violations(twin, {"filter_width": width}, info):
         twin["filter_space"] = "global"
     return twin
 
@@ -83,7 +83,7 @@ def _reading_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
             if fastest is not None:
                 space = convolution_space()
                 measured = space.complete(json.loads(fastest.config))
-                if not space.violations(measured, choice.filter_width, info):
+                if not space.violations(measured, {"filter_width": choice.filter_width}, info):
                     config = measured
         _reading_configs[key] = config
     return _reading_configs[key]

@@ -119,14 +119,16 @@ class SearchSpace:
         except UsageError:
             return config
 
-    def violations(self, config: Config, filter_width: int, device: object | None = None) -> list[str]:
-        """Reasons this point cannot run; empty when it is valid.
+    def violations(
+        self, config: Config, problem: Mapping[str, object], device: object | None = None
+    ) -> list[str]:
+        """Reasons this point cannot run for a problem (its key fields, such as
+        `filter_width`, are names the rules may use); empty when it is valid.
 
         Device rules are skipped when no device is given, so a config can be checked
         for internal consistency before a device is chosen.
         """
-        names: dict[str, object] = dict(config)
-        names["filter_width"] = filter_width
+        names: dict[str, object] = {**problem, **config}
         if device is not None:
             names["device"] = device if not isinstance(device, Mapping) else SimpleNamespace(**device)
         reasons = []

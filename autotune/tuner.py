@@ -240,7 +240,7 @@ class Tuner:
             space,
             self.sampler,
             self.seed + width,
-            valid=lambda c: not space.violations(c, width, self.device),
+            valid=lambda c: not space.violations(c, {"filter_width": width}, self.device),
         )
 
         known: dict[str, Trial] = {}  # config key -> first measurement on this device and problem
@@ -292,7 +292,7 @@ class Tuner:
                     break
                 optuna_trial, config = asked
                 key = config_key(config)
-                reasons = space.violations(config, width, self.device)
+                reasons = space.violations(config, {"filter_width": width}, self.device)
                 if reasons:
                     search.tell(optuna_trial, None)
                     if key not in known:
@@ -376,7 +376,8 @@ class Tuner:
         candidates = [
             config
             for config in self._neighbour_bests(device_id, width)
-            if config_key(config) not in measured and not space.violations(config, width, self.device)
+            if config_key(config) not in measured
+            and not space.violations(config, {"filter_width": width}, self.device)
         ]
         pool = self.compile_pool
         variants = [generate(config, width, space, problem.taps()) for config in candidates]

@@ -70,7 +70,7 @@ def cases() -> list[tuple[dict, int, tuple[int, int]]]:
             sizes.append((5, (12, 6)))  # pitches 16 and 12: the vector paths
             sizes.append((5, (10, 7)))  # pitch 14 (2 mod 4): float4 reads on alternate rows
         for filter_width, size in sizes:
-            if not space.violations(config, filter_width):
+            if not space.violations(config, {"filter_width": filter_width}):
                 out.append((config, filter_width, size))
     return out
 

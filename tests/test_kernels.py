@@ -79,7 +79,7 @@ def _knob_cases():
 
 @pytest.mark.parametrize("config", list(_knob_cases()))
 def test_every_knob_value_matches_scipy(config):
-    assert SPACE.violations(config, 5, DEVICE) == []
+    assert SPACE.violations(config, {"filter_width": 5}, DEVICE) == []
     check(config, 5, (37, 23))
     check(config, 6, (11, 9), seed=1)
     check(config, 5, (36, 24), seed=2)  # pitches that are multiples of 4: the vector paths
@@ -161,7 +161,7 @@ def points(draw):
 @given(points(), st.integers(0, 2**16))
 def test_random_points_match_scipy(point, seed):
     config, filter_width, out_size = point
-    assume(not SPACE.violations(config, filter_width, DEVICE))
+    assume(not SPACE.violations(config, {"filter_width": filter_width}, DEVICE))
     check(config, filter_width, out_size, seed)
 
 

@@ -295,7 +295,7 @@ def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
     """The kernel space is too large to score every point, so the GP ranks a sample
     plus the best points' neighbourhoods; asks made before any tell never repeat."""
     space = convolution_space()
-    search = Search(space, "gp", seed=3, valid=lambda c: not space.violations(c, 9))
+    search = Search(space, "gp", seed=3, valid=lambda c: not space.violations(c, {"filter_width": 9}))
     fastest = {"work_x": 4, "work_y": 8, "filter_space": "local", "unroll": "full"}
 
     def objective(config):
@@ -307,7 +307,7 @@ def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
         points = [json.dumps(config, sort_keys=True) for _, config in asked]  # type: ignore[misc]
         assert len(set(points)) == 3
         for trial, config in asked:  # type: ignore[misc]
-            assert not space.violations(config, 9)
+            assert not space.violations(config, {"filter_width": 9})
             value = objective(config)
             search.tell(trial, value)
             best = min(best, value)

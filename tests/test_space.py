@@ -17,7 +17,7 @@ def test_every_seed_kernel_is_a_preset():
     assert set(space.presets) >= SEED_PRESETS
     for preset in space.presets.values():
         assert set(preset.config) == set(space.knobs)
-        assert space.violations(preset.config, 5) == []
+        assert space.violations(preset.config, {"filter_width": 5}) == []
 
 
 def test_design_knobs_are_declared():
@@ -58,9 +58,9 @@ def test_complete_fills_defaults_and_checks_types():
 def test_knob_rules():
     space = convolution_space()
     full_arg = space.complete({"unroll": "full", "filter_mode": "arg"})
-    assert any("unroll=full" in r for r in space.violations(full_arg, 5))
+    assert any("unroll=full" in r for r in space.violations(full_arg, {"filter_width": 5}))
     local_arg = space.complete({"cache_local": True, "filter_mode": "arg"})
-    assert any("cache_local" in r for r in space.violations(local_arg, 5))
+    assert any("cache_local" in r for r in space.violations(local_arg, {"filter_width": 5}))
 
 
 def test_device_rules():
@@ -72,16 +72,16 @@ def test_device_rules():
         "max_constant_buffer_size": 1024,
     }
     big_group = space.complete({"local_x": 32, "local_y": 16})
-    assert space.violations(big_group, 3) == []  # device rules need a device
-    assert any("work-group size" in r for r in space.violations(big_group, 3, device))
-    assert any("__constant" in r for r in space.violations(space.complete({}), 17, device))
+    assert space.violations(big_group, {"filter_width": 3}) == []  # device rules need a device
+    assert any("work-group size" in r for r in space.violations(big_group, {"filter_width": 3}, device))
+    assert any("__constant" in r for r in space.violations(space.complete({}), {"filter_width": 17}, device))
     tile = space.complete(
         {"cache_local": True, "local_x": 16, "local_y": 16, "work_x": 4, "filter_space": "global"}
     )
-    assert any("local memory" in r for r in space.violations(tile, 9, device))
+    assert any("local memory" in r for r in space.violations(tile, {"filter_width": 9}, device))
     # The real device answers too.
     real = device_info(0)
-    assert space.violations(space.presets["baseline"].config, 3, real) == []
+    assert space.violations(space.presets["baseline"].config, {"filter_width": 3}, real) == []
 
 
 def test_space_from_other_declaration():
@@ -93,7 +93,7 @@ def test_space_from_other_declaration():
     )
     assert space.points() == 6
     assert space.complete({}) == {"a": 1, "b": "y"}
-    assert space.violations({"a": 2, "b": "y"}, 1) == ["a=2 needs b=x"]
+    assert space.violations({"a": 2, "b": "y"}, {"filter_width": 1}) == ["a=2 needs b=x"]
 
 
 def test_fingerprint_follows_knobs_and_rules_not_help_text():

@@ -147,7 +147,7 @@ def generate(
     space = space or convolution_space()
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
-    reasons = space.violations(config, filter_width)
+    reasons = space.violations(config, {"filter_width": filter_width})
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
     literal = literal_filter(config)

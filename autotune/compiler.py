@@ -12,8 +12,9 @@ import os
 import queue
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from autotune.families.conv2d.render import KernelVariant
-from autotune.worker import Compiled, Worker
+from autotune.families import KernelVariant
+from autotune.outcomes import Compiled
+from autotune.worker import Worker
 
 
 def default_compilers() -> int:

@@ -1,26 +1,28 @@
-"""Evaluate points of the kernel space on one device: reject invalid points without
+"""Evaluate points of a family's space on one device: reject invalid points without
 compiling, measure the rest in the worker."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 from autotune.devices import DeviceInfo, device_info
 from autotune.errors import UsageError
-from autotune.families.conv2d.problem import Problem
-from autotune.families.conv2d.render import generate
-from autotune.space import Config, SearchSpace, convolution_space
-from autotune.worker import Measurement, Status, TimingPolicy, Worker
+from autotune.families import KernelFamily, KernelVariant, Problem
+from autotune.outcomes import Compiled, Measurement, Status, TimingPolicy
+from autotune.space import Config
+from autotune.worker import Worker
 
 
 class Evaluator:
     def __init__(
         self,
         device_index: int,
+        family: KernelFamily,
         *,
-        space: SearchSpace | None = None,
         policy: TimingPolicy | None = None,
         timeout_s: float = 120.0,
     ) -> None:
-        self.space = space or convolution_space()
+        self.family = family
         self.device: DeviceInfo = device_info(device_index)
         self.policy = policy or TimingPolicy()
         self.worker = Worker(device_index, timeout_s=timeout_s)
@@ -33,11 +35,20 @@ class Evaluator:
 
     def evaluate(self, config: Config, problem: Problem) -> Measurement:
         try:
-            config = self.space.complete(config)
+            config = self.family.space.complete(config)
         except UsageError as exc:
             return Measurement(Status.INVALID, error=str(exc))
-        reasons = self.space.violations(config, {"filter_width": problem.filter_width}, self.device)
+        reasons = self.family.violations(config, problem, self.device)
         if reasons:
             return Measurement(Status.INVALID, error="; ".join(reasons))
-        variant = generate(config, problem.filter_width, self.space, problem.taps())
-        return self.worker.measure(variant, problem, self.policy)
+        return self.measure(self.family.render(config, problem), problem)
+
+    def measure(
+        self, variant: KernelVariant, problem: Problem, compiled: Future[Compiled] | None = None
+    ) -> Measurement:
+        """Time a rendered variant, with its binary compiled ahead when there is one (a
+        failed compile is the answer)."""
+        binary = compiled.result() if compiled is not None else None
+        if binary is not None and binary.status is not Status.OK:
+            return binary.as_failure()
+        return self.worker.measure(variant, problem, self.policy, binary)

@@ -1,57 +1,136 @@
-"""Write a kernel as a host program needs it: the .cl source and a JSON manifest."""
+"""Kernels as other programs need them: which tuned kernels to export (through the
+lookup), the .cl source and JSON manifest, the family's C header, T4 results."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autotune import __version__
 from autotune.devices import DeviceInfo
-from autotune.families.conv2d.render import KernelVariant, literal_filter
+from autotune.errors import UsageError
+from autotune.families import KernelFamily, KernelVariant, Problem
+from autotune.lookup import any_data_config, resolve
+from autotune.outcomes import Origin, Status
+from autotune.store import Store
 
-ABI = [
-    "__global const float *input",
-    "FILTER_SPACE const float *filter",
-    "__global float *output",
-    "const int in_width",
-    "const int out_width",
-    "const int out_height",
-    "const int filter_width",
-]
+T4_INVALIDITY = {
+    Status.OK: "correct",
+    Status.INVALID: "constraints",
+    Status.COMPILE_ERROR: "compile",
+    Status.LAUNCH_ERROR: "runtime",
+    Status.CRASHED: "runtime",
+    Status.TIMEOUT: "timeout",
+    Status.WRONG_RESULT: "correctness",
+}
+
+
+@dataclass(frozen=True)
+class Exported:
+    """One kernel to export: what runs, the problem it was tuned on and its time there."""
+
+    variant: KernelVariant
+    problem: Problem
+    time_ms: float | None
+    problem_id: int | None = None
+    note: str | None = None  # why another kernel than the best is exported
+
+
+def gflops(problem: Problem | None, time_ms: float | None) -> float | None:
+    return problem.flops / (time_ms * 1e-3) / 1e9 if problem is not None and time_ms else None
 
 
 def manifest(
+    family: KernelFamily,
     variant: KernelVariant,
     source_name: str,
     device: DeviceInfo | None,
-    image_size: tuple[int, int] | None = None,
+    problem: Problem | None = None,
     time_ms: float | None = None,
 ) -> dict[str, Any]:
-    gflops = None
-    if time_ms and image_size:
-        flops = 2 * variant.filter_width**2 * image_size[0] * image_size[1]
-        gflops = flops / (time_ms * 1e-3) / 1e9
     return {
+        "family": family.name,
         "kernel_name": variant.kernel_name,
         "source": source_name,
         "build_options": list(variant.build_options),
         "local_size": list(variant.local_size),
         "work_per_item": list(variant.work_per_item),
-        "filter_width": variant.filter_width,
         "config": variant.config,
-        # True: the taps are in the source and the filter argument is ignored.
-        "filter_compiled_in": literal_filter(variant.config),
         "device": device.fingerprint if device else None,
-        "image_size": list(image_size) if image_size else None,
+        "image_size": list(problem.size) if problem is not None else None,
         "time_ms": time_ms,
-        "gflops": gflops,
-        "arguments": ABI,
-        "launch": "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y",
+        "gflops": gflops(problem, time_ms),
+        **family.manifest_fields(variant),
         "generator": f"autotune {__version__}",
     }
+
+
+def choose(
+    store: Store,
+    family: KernelFamily,
+    device: DeviceInfo,
+    kinds: list[dict[str, Any]] | None,
+    size: tuple[int, ...] | None,
+    values: dict[str, Any] | None = None,
+) -> list[Exported]:
+    """The tuned kernel of this device for each problem kind (every tuned kind when
+    None), for the size nearest `size` (default: the largest tuned). A best compiled for
+    one input's values is exported with the values given for its kind (`values`, by
+    `family.describe_kind`), else replaced by the fastest measured kernel that serves
+    any input."""
+    row = store.device_row(device.fingerprint)
+    rows = [] if row is None else store.best(device_id=row.id, family=family.name)
+    tuned: dict[str, tuple[dict[str, Any], list[tuple[int, ...]]]] = {}
+    for _, _, problem_row in rows:
+        problem = family.problem(problem_row.fields)
+        label = family.describe_kind(problem.kind())
+        tuned.setdefault(label, (problem.kind(), []))[1].append(problem.size)
+    wanted = [family.describe_kind(k) for k in kinds] if kinds is not None else list(tuned)
+    missing = [label for label in wanted if label not in tuned]
+    if not wanted or missing:
+        which = missing[0] if missing else "any problem"
+        raise UsageError(
+            f"no tuned kernel for {which} on device {device.index} ({device.name}); "
+            "run `autotune search` first"
+        )
+    chosen = []
+    for label in wanted:
+        kind, sizes = tuned[label]
+        target = size or max(sizes, key=_elements)
+        choice = resolve(rows, family, _problem(family, kind, target), device)
+        tuned_problem = _problem(family, kind, choice.tuned_size or target)
+        given = (values or {}).get(label)
+        if family.serves_any_data(choice.config) or given is not None:
+            variant = family.render(choice.config, tuned_problem, values=given)
+            chosen.append(Exported(variant, tuned_problem, choice.time_ms, choice.problem_id))
+            continue
+        trials = store.trials(device_id=choice.device_id, problem_id=choice.problem_id)
+        config, trial = any_data_config(choice, family, device, trials)
+        if trial is None:
+            raise UsageError(f"{label}: {family.values_needed}")
+        note = (
+            f"{label}: the best kernel ({choice.time_ms:.4g} ms) {family.one_input_kernel}; exporting the "
+            f"fastest that {family.any_input_kernel} ({trial.time_ms:.4g} ms; {family.values_option} "
+            "exports the other)"
+        )
+        variant = family.render(config, tuned_problem)
+        chosen.append(Exported(variant, tuned_problem, trial.time_ms, choice.problem_id, note))
+    return chosen
+
+
+def _elements(size: tuple[int, ...]) -> int:
+    result = 1
+    for n in size:
+        result *= n
+    return result
+
+
+def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) -> Problem:
+    return family.problem({**kind, **dict(zip(family.problem_type.size_fields, size, strict=True))})
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -66,118 +145,34 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def write_kernel(
+    family: KernelFamily,
     variant: KernelVariant,
     out_dir: str | Path,
     device: DeviceInfo | None,
-    image_size: tuple[int, int] | None = None,
+    problem: Problem | None = None,
     time_ms: float | None = None,
 ) -> tuple[Path, Path]:
-    """convolve_f<F>.cl and convolve_f<F>.json in out_dir (created if needed)."""
+    """<stem>.cl and <stem>.json in out_dir (created if needed)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"convolve_f{variant.filter_width}"
+    stem = family.export_stem(variant)
     source_path = out_dir / f"{stem}.cl"
     manifest_path = out_dir / f"{stem}.json"
-    data = manifest(variant, source_path.name, device, image_size, time_ms)
+    data = manifest(family, variant, source_path.name, device, problem, time_ms)
     _write_atomic(source_path, variant.source)
     _write_atomic(manifest_path, json.dumps(data, indent=2) + "\n")
     return source_path, manifest_path
 
 
-def _c_string(text: str) -> str:
-    """Text as a C string literal, one source line per line."""
-    lines = text.splitlines(keepends=True) or [""]
-    out = []
-    for line in lines:
-        escaped = line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-        out.append(f'    "{escaped}"')
-    return "\n".join(out)
-
-
-def c_header(kernels: list[tuple[KernelVariant, dict[str, Any]]]) -> str:
-    """A self-contained C header: every kernel's source, build options and launch geometry."""
-    parts = [
-        "/* Generated by autotune: tuned OpenCL convolution kernels.",
-        " * Each entry: OpenCL C source, build options and launch geometry. Launch with",
-        " *   local  = {local_size[0], local_size[1]}",
-        " *   global = autotune_global_size(k, out_width, out_height)",
-        " * Arguments: input, filter, output, in_width, out_width, out_height, filter_width",
-        " * ('valid' correlation, float32, row-major). */",
-        "#ifndef AUTOTUNE_KERNELS_H",
-        "#define AUTOTUNE_KERNELS_H",
-        "",
-        "#include <stddef.h>",
-        "",
-        "typedef struct {",
-        "    int filter_width;",
-        "    const char *kernel_name;",
-        "    const char *source;",
-        "    const char *build_options;",
-        "    size_t local_size[2];",
-        "    size_t work_per_item[2];",
-        "    double tuned_time_ms; /* on the device it was tuned on; 0 if unknown */",
-        "} autotune_kernel;",
-        "",
-        "static const autotune_kernel autotune_kernels[] = {",
-    ]
-    for variant, data in kernels:
-        parts += [
-            "  {",
-            f"    {variant.filter_width},",
-            f'    "{variant.kernel_name}",',
-            _c_string(variant.source) + ",",
-            f'    "{" ".join(variant.build_options)}",',
-            f"    {{{variant.local_size[0]}, {variant.local_size[1]}}},",
-            f"    {{{variant.work_per_item[0]}, {variant.work_per_item[1]}}},",
-            f"    {data.get('time_ms') or 0.0!r},",
-            "  },",
-        ]
-    parts += [
-        "};",
-        "",
-        f"static const int autotune_kernel_count = {len(kernels)};",
-        "",
-        "/* The kernel tuned for this filter width, or NULL. */",
-        "static inline const autotune_kernel *autotune_find_kernel(int filter_width) {",
-        "    for (int i = 0; i < autotune_kernel_count; ++i)",
-        "        if (autotune_kernels[i].filter_width == filter_width) return &autotune_kernels[i];",
-        "    return NULL;",
-        "}",
-        "",
-        "/* global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]) */",
-        "static inline void autotune_global_size(const autotune_kernel *k, size_t out_width,",
-        "                                        size_t out_height, size_t global_size[2]) {",
-        "    size_t out[2] = {out_width, out_height};",
-        "    for (int d = 0; d < 2; ++d) {",
-        "        size_t items = (out[d] + k->work_per_item[d] - 1) / k->work_per_item[d];",
-        "        global_size[d] = (items + k->local_size[d] - 1) / k->local_size[d] * k->local_size[d];",
-        "    }",
-        "}",
-        "",
-        "#endif /* AUTOTUNE_KERNELS_H */",
-        "",
-    ]
-    return "\n".join(parts)
-
-
-def t4_results(trials: list[Any], problems: dict[int, Any]) -> dict[str, Any]:
-    """Trials in the T4 autotuning results format (schema 1.0.0) for other tuners' tools."""
-    invalidity = {
-        "ok": "correct",
-        "invalid": "constraints",
-        "compile_error": "compile",
-        "launch_error": "runtime",
-        "crashed": "runtime",
-        "timeout": "timeout",
-        "wrong_result": "correctness",
-    }
+def t4_results(trials: list[Any], problems: dict[int, Any], family: KernelFamily) -> dict[str, Any]:
+    """Trials in the T4 autotuning results format (schema 1.0.0) for other tuners' tools;
+    each configuration also names the problem's kind (for convolution, its filter width)."""
     results = []
     for t in trials:
-        if t.origin in ("cached", "retime"):
+        if not Origin(t.origin).first_measurement:
             continue
-        problem = problems[t.problem_id]
         configuration = json.loads(t.config)
-        configuration["filter_width"] = problem.filter_width
+        configuration.update(family.t4_fields(problems[t.problem_id].fields))
         results.append(
             {
                 "timestamp": t.created_at.isoformat(),
@@ -187,8 +182,8 @@ def t4_results(trials: list[Any], problems: dict[int, Any]) -> dict[str, Any]:
                     "compilation_time": (t.compile_ms or 0.0) / 1e3,
                     "runtimes": [t.time_ms / 1e3] if t.time_ms is not None else [],
                 },
-                "invalidity": invalidity.get(t.status, "runtime"),
-                "correctness": 1 if t.status == "ok" else 0,
+                "invalidity": T4_INVALIDITY.get(Status(t.status), "runtime"),
+                "correctness": 1 if t.status == Status.OK else 0,
                 "measurements": (
                     [{"name": "time", "value": t.time_ms, "unit": "ms"}] if t.time_ms is not None else []
                 ),

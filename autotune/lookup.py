@@ -1,33 +1,31 @@
-"""Which kernel to use for (device, filter width, image size), with clear fallbacks.
+"""Which kernel to use for (device, problem), with clear fallbacks: one answer for
+`convolve()`, `plan()`, `autotune best` and `autotune export`.
 
-Tuned parameters are data; the lookup walks down a fixed ladder and says which rung
+Tuned parameters are data; `resolve` walks down a fixed ladder and says which rung
 answered:
 
-1. `exact`: tuned on this device for this width and image size;
-2. `nearest_image_size`: tuned on this device for this width, another image size
-   (the nearest by area);
-3. `same_vendor`: tuned for this width on another device of the same vendor and type;
-4. `default`: the space's fallback config, a runtime-width kernel (one program serves
-   every width never tuned).
+1. `exact`: tuned on this device for this problem;
+2. `nearest_image_size`: tuned on this device for a problem of the same kind (the
+   family's key without its size fields), the nearest size by element count;
+3. `same_vendor`: tuned for this kind on another device of the same vendor and type;
+4. `default`: the family's fallback config (for convolution a runtime-width kernel,
+   one program for every width never tuned).
 
 Every answer is checked against this device's limits before it is used. A best kernel
-with the filter compiled in is right for one filter only; `fastest_reading_filter`
-finds what serves any filter in its place (the fastest kernel measured for the same
-device and problem that reads its filter argument).
+compiled for one input's values (a filter compiled in) is right for that input only;
+`any_data_config` says what serves any input in its place.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from autotune.devices import DeviceInfo
-from autotune.errors import UsageError
-from autotune.families.conv2d.render import literal_filter
-from autotune.space import Config, SearchSpace, convolution_space
-from autotune.worker import Status
+from autotune.families import KernelFamily, Problem
+from autotune.families.base import size_distance
+from autotune.outcomes import Status
+from autotune.space import Config
 
 LEVELS = ("exact", "nearest_image_size", "same_vendor", "default")
 
@@ -35,86 +33,84 @@ LEVELS = ("exact", "nearest_image_size", "same_vendor", "default")
 @dataclass(frozen=True)
 class Choice:
     config: Config
-    filter_width: int
+    problem: Problem  # what was asked for
     level: str
     time_ms: float | None = None
-    tuned_image_size: tuple[int, int] | None = None
+    tuned_size: tuple[int, ...] | None = None
     tuned_device: str | None = None
     device_id: int | None = None  # the database rows it came from (None: the default)
     problem_id: int | None = None
+    trial_id: int | None = None
 
 
-def _distance(a: tuple[int, int], b: tuple[int, int]) -> float:
-    return abs(math.log((a[0] * a[1]) / (b[0] * b[1])))
-
-
-def fallback_config(device: DeviceInfo, filter_width: int, space: SearchSpace | None = None) -> Config:
-    """The fallback config, shrunk until the device accepts it."""
-    space = space or convolution_space()
-    assert space.fallback is not None
-    config = dict(space.fallback.config)
-    if space.violations(config, {"filter_width": filter_width}, device):
-        config["filter_space"] = "global"
-    while space.violations(config, {"filter_width": filter_width}, device) and (
-        config["local_x"] > 1 or config["local_y"] > 1
-    ):
-        key = "local_x" if config["local_x"] >= config["local_y"] else "local_y"
-        config[key] = int(config[key]) // 2
-    return config
-
-
-def choose(
-    rows: list[tuple[Any, Any, Any]],
-    device: DeviceInfo,
-    filter_width: int,
-    image_size: tuple[int, int],
-    space: SearchSpace | None = None,
+def resolve(
+    rows: list[tuple[Any, Any, Any]], family: KernelFamily, problem: Problem, device: DeviceInfo
 ) -> Choice:
     """`rows` are (best, device, problem) rows from Store.best(); empty without a database."""
-    space = space or convolution_space()
-    fingerprint = device.fingerprint
     mine, others = [], []
-    for best, row_device, problem in rows:
-        if problem.filter_width != filter_width:
+    for best, row_device, row_problem in rows:
+        if row_problem.family != family.name:
             continue
-        try:
-            config = space.complete(json.loads(best.config))  # older rows lack newer knobs
-        except UsageError:
-            continue  # written for another space
-        if space.violations(config, {"filter_width": filter_width}, device):
+        fields = row_problem.fields
+        if {k: v for k, v in fields.items() if k not in problem.size_fields} != problem.kind():
             continue
-        size = (problem.out_width, problem.out_height)
-        same_device = all(
-            getattr(row_device, k) == fingerprint[k] for k in ("platform", "name", "vendor", "driver")
+        config = family.read_config(best.config)
+        if config is None or family.violations(config, problem, device):
+            continue  # written for another space, or beyond this device's limits
+        size = tuple(fields[name] for name in problem.size_fields)
+        choice = Choice(
+            config,
+            problem,
+            "",
+            best.time_ms,
+            size,
+            row_device.name,
+            best.device_id,
+            best.problem_id,
+            best.trial_id,
         )
-        entry = (config, best.time_ms, size, row_device.name, best.device_id, best.problem_id)
-        if same_device:
-            mine.append(entry)
+        if row_device.fingerprint == device.fingerprint:
+            mine.append(choice)
         elif row_device.vendor == device.vendor and row_device.type == device.type:
-            others.append(entry)
-    for entries, level in ((mine, None), (others, "same_vendor")):
-        if entries:
-            config, time_ms, size, name, device_id, problem_id = min(
-                entries, key=lambda e: _distance(e[2], image_size)
-            )
-            if level is None:
-                level = "exact" if size == tuple(image_size) else "nearest_image_size"
-            return Choice(config, filter_width, level, time_ms, size, name, device_id, problem_id)
-    return Choice(fallback_config(device, filter_width, space), filter_width, "default")
+            others.append(choice)
+    if mine:
+        nearest = min(mine, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
+        level = "exact" if nearest.tuned_size == problem.size else "nearest_image_size"
+        return _with_level(nearest, level)
+    if others:
+        nearest = min(others, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
+        return _with_level(nearest, "same_vendor")
+    return Choice(family.fallback(problem, device), problem, "default")
 
 
-def fastest_reading_filter(trials: list[Any], space: SearchSpace | None = None) -> Any | None:
+def _with_level(choice: Choice, level: str) -> Choice:
+    return Choice(**{**choice.__dict__, "level": level})
+
+
+def fastest_serving_any_data(trials: list[Any], family: KernelFamily) -> Any | None:
     """The fastest verified trial among `trials` (one device and problem) whose kernel
-    reads its filter argument: what serves any filter where the best has one compiled in."""
-    space = space or convolution_space()
-    reading = []
+    serves any input."""
+    serving = []
     for trial in trials:
-        if trial.status != Status.OK.value or trial.time_ms is None:
+        if trial.status != Status.OK or trial.time_ms is None:
             continue
-        try:
-            config = space.complete(json.loads(trial.config))
-        except UsageError:
-            continue
-        if not literal_filter(config):
-            reading.append(trial)
-    return min(reading, key=lambda t: t.time_ms, default=None)
+        config = family.read_config(trial.config)
+        if config is not None and family.serves_any_data(config):
+            serving.append(trial)
+    return min(serving, key=lambda t: t.time_ms, default=None)
+
+
+def any_data_config(
+    choice: Choice, family: KernelFamily, device: DeviceInfo, trials: list[Any]
+) -> tuple[Config, Any | None]:
+    """What runs in place of `choice` for any input, and the trial that measured it:
+    the choice itself if it serves any input, else the fastest measured kernel of the
+    same device and problem that does, else (no trial) the family's twin of the choice."""
+    if family.serves_any_data(choice.config):
+        return choice.config, None
+    fastest = fastest_serving_any_data(trials, family)
+    if fastest is not None:
+        config = family.read_config(fastest.config)
+        if config is not None and not family.violations(config, choice.problem, device):
+            return config, fastest
+    return family.any_data_twin(choice.config, choice.problem, device), None

@@ -24,15 +24,16 @@ from typing import Any
 import numpy as np
 
 from autotune.devices import DeviceInfo, open_device
-from autotune.families.conv2d.render import KernelVariant, generate, literal_filter
-from autotune.lookup import Choice, choose, fastest_reading_filter
-from autotune.space import Config, convolution_space
+from autotune.families import KernelVariant
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.lookup import Choice, any_data_config, resolve
+from autotune.space import Config
 
 _lock = threading.Lock()
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
 _kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
-_reading_configs: dict[tuple[Any, ...], Config] = {}
+_serving_configs: dict[tuple[Any, ...], Config] = {}
 
 
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
@@ -59,45 +60,29 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
     return _kernels[key]
 
 
-def _argument_twin(config: Config, width: int, info: DeviceInfo) -> Config:
-    """The same kernel reading its taps from the filter argument (`__constant` where the
-    device takes the filter there): for a choice with no such kernel measured."""
-    twin = {**config, "filter_space": "constant"}
-    if convolution_space().violations(twin, {"filter_width": width}, info):
-        twin["filter_space"] = "global"
-    return twin
-
-
-def _reading_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
-    """What runs in place of a literal choice for any filter (memoised per process)."""
+def _serving_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
+    """What runs in place of a choice compiled for one filter (memoised per process)."""
     key = (db, choice.device_id, choice.problem_id, json.dumps(choice.config, sort_keys=True))
-    if key not in _reading_configs:
-        config = _argument_twin(choice.config, choice.filter_width, info)
+    if key not in _serving_configs:
+        trials = []
         if choice.device_id is not None and choice.problem_id is not None:
             store = _open_store(db)
             try:
                 trials = store.trials(device_id=choice.device_id, problem_id=choice.problem_id)
-                fastest = fastest_reading_filter(trials)
             finally:
                 store.close()
-            if fastest is not None:
-                space = convolution_space()
-                measured = space.complete(json.loads(fastest.config))
-                if not space.violations(measured, {"filter_width": choice.filter_width}, info):
-                    config = measured
-        _reading_configs[key] = config
-    return _reading_configs[key]
+        _serving_configs[key] = any_data_config(choice, CONV2D, info, trials)[0]
+    return _serving_configs[key]
 
 
 def _variant(
     choice: Choice, filt: np.ndarray, info: DeviceInfo, db: str | None, specialise: bool
 ) -> KernelVariant:
-    width = filt.shape[0]
-    if not literal_filter(choice.config):
-        return generate(choice.config, width)
+    if CONV2D.serves_any_data(choice.config):
+        return CONV2D.render(choice.config, choice.problem)
     if specialise:
-        return generate(choice.config, width, taps=filt)
-    return generate(_reading_config(choice, info, db), width)
+        return CONV2D.render(choice.config, choice.problem, values=filt)
+    return CONV2D.render(_serving_config(choice, info, db), choice.problem)
 
 
 def _open_store(db: str | None) -> Any:
@@ -139,8 +124,10 @@ def plan(
 ) -> Choice:
     """The kernel `convolve` would use for a 'valid' output of this image shape."""
     info, _, _ = _context(device)
-    out_size = (image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1)
-    return choose(_tuned_rows(db), info, filter_width, out_size)
+    problem = Conv2DProblem(
+        filter_width, image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1
+    )
+    return resolve(_tuned_rows(db), CONV2D, problem, info)
 
 
 def convolve(
@@ -192,8 +179,11 @@ def convolve(
     output = np.empty((out_h, out_w), dtype=np.float32)
     output_buf = cl.Buffer(context, mf.WRITE_ONLY, size=output.nbytes)
     with _lock:
-        kernel.set_args(*variant.arguments(input_buf, filter_buf, output_buf, out_w, out_h))
-        cl.enqueue_nd_range_kernel(queue, kernel, variant.global_size(out_w, out_h), variant.local_size)
+        buffers = {"input": input_buf, "filter": filter_buf, "output": output_buf}
+        kernel.set_args(*CONV2D.arguments(variant, choice.problem, buffers))
+        cl.enqueue_nd_range_kernel(
+            queue, kernel, CONV2D.global_size(variant, choice.problem), variant.local_size
+        )
     cl.enqueue_copy(queue, output, output_buf)
     queue.finish()
     return output

@@ -17,7 +17,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from autotune.errors import UsageError
-from autotune.resources import resource_path
 
 Value = bool | int | str
 Config = dict[str, Value]
@@ -110,15 +109,6 @@ class SearchSpace:
             config[name] = value  # type: ignore[assignment]
         return config
 
-    def read_stored(self, stored: str) -> dict[str, Any]:
-        """A config as stored by any release, the way this space reads it: knobs added
-        since take their defaults; one written for another space comes back as stored."""
-        config = json.loads(stored)
-        try:
-            return self.complete(config)
-        except UsageError:
-            return config
-
     def violations(
         self, config: Config, problem: Mapping[str, object], device: object | None = None
     ) -> list[str]:
@@ -167,14 +157,3 @@ class SearchSpace:
             "presets": {p.name: {"about": p.about, "config": p.config} for p in self.presets.values()},
             "points": self.points(),
         }
-
-
-_convolution: SearchSpace | None = None
-
-
-def convolution_space() -> SearchSpace:
-    """The kernel family shipped with the package (search_spaces/conv2d.toml)."""
-    global _convolution
-    if _convolution is None:
-        _convolution = SearchSpace.load(resource_path("search_spaces", "conv2d.toml"))
-    return _convolution

@@ -2,7 +2,7 @@
 
 from alembic import context
 
-from autotune.store import VERSION_TABLE, Base
+from autotune.store.models import VERSION_TABLE, Base
 
 config = context.config
 connection = config.attributes.get("connection")

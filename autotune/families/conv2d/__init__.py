@@ -1,0 +1,114 @@
+"""The direct 2D correlation family: float32 image, F x F filter, 'valid' output.
+
+Descriptor of the family: space (search_spaces/conv2d.toml), template
+(templates/conv2d.cl.j2), problem (`Conv2DProblem`: filter width and output size),
+rendering (`render.generate`), the kernel ABI, and the adapters the run-time and
+export use: which configs serve any filter, their argument-reading twins, what a
+manifest says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.conv2d.problem import Conv2DProblem
+from autotune.families.conv2d.render import generate, literal_filter
+from autotune.space import Config
+
+# What exported kernels look like to a host program (DESIGN.md's kernel ABI).
+ABI = (
+    "__global const float *input",
+    "FILTER_SPACE const float *filter",
+    "__global float *output",
+    "const int in_width",
+    "const int out_width",
+    "const int out_height",
+    "const int filter_width",
+)
+LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y"
+
+
+class Conv2D(KernelFamily):
+    name: ClassVar[str] = "conv2d"
+    space_file: ClassVar[str] = "conv2d.toml"
+    template: ClassVar[str] = "conv2d.cl.j2"
+    problem_type: ClassVar[type[Problem]] = Conv2DProblem
+    description: ClassVar[str] = "2D 'valid' correlation, float32, F x F filter"
+
+    one_input_kernel: ClassVar[str] = "has the filter compiled in"
+    any_input_kernel: ClassVar[str] = "reads its filter argument"
+    values_option: ClassVar[str] = "--filter FILE.npy"
+    values_needed: ClassVar[str] = (
+        "filter_space=literal compiles the filter's values into the kernel; give them with --filter FILE.npy"
+    )
+
+    def describe_kind(self, kind: Mapping[str, Any]) -> str:
+        return f"F={kind['filter_width']}"
+
+    def run_key(self, problems: list[Problem]) -> dict[str, Any]:
+        # The key release 0.1.0 gave a search, so its runs are still resumed and reported.
+        sizes = {p.size for p in problems}
+        assert len(sizes) == 1, "one search tunes one output size"
+        return {"widths": [p.key()["filter_width"] for p in problems], "size": list(sizes.pop())}
+
+    def warm_start_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float:
+        return abs(kind["filter_width"] - other["filter_width"])
+
+    def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
+        return {"filter_width": key["filter_width"]}
+
+    def render(self, config: Config, problem: Problem, values: Any = None) -> KernelVariant:
+        """`values`: the filter a literal kernel is compiled for (default: the problem's
+        seeded filter, the one it is verified and timed with)."""
+        assert isinstance(problem, Conv2DProblem)
+        if values is None and literal_filter(config):
+            values = problem.taps()
+        return generate(config, problem.filter_width, self.space, values)
+
+    def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
+        assert isinstance(problem, Conv2DProblem)
+        sizes = (problem.in_width, problem.out_width, problem.out_height, problem.filter_width)
+        return (buffers["input"], buffers["filter"], buffers["output"], *(np.int32(n) for n in sizes))
+
+    def serves_any_data(self, config: Config) -> bool:
+        return not literal_filter(config)
+
+    def any_data_twin(self, config: Config, problem: Problem, device: object) -> Config:
+        """The same kernel reading its taps from the filter argument (`__constant` where
+        the device takes the filter there)."""
+        twin = {**config, "filter_space": "constant"}
+        if self.violations(twin, problem, device):
+            twin["filter_space"] = "global"
+        return twin
+
+    def fallback(self, problem: Problem, device: object) -> Config:
+        """The space's fallback, shrunk until the device accepts it: the filter moves to
+        __global, then the work-group halves."""
+        config = super().fallback(problem, device)
+        if self.violations(config, problem, device):
+            config["filter_space"] = "global"
+        while self.violations(config, problem, device) and (config["local_x"] > 1 or config["local_y"] > 1):
+            knob = "local_x" if config["local_x"] >= config["local_y"] else "local_y"
+            config[knob] = int(config[knob]) // 2
+        return config
+
+    def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
+        return {
+            "filter_width": variant.render_key["filter_width"],
+            # True: the taps are in the source and the filter argument is ignored.
+            "filter_compiled_in": literal_filter(variant.config),
+            "arguments": list(ABI),
+            "launch": LAUNCH,
+        }
+
+    def export_stem(self, variant: KernelVariant) -> str:
+        return f"convolve_f{variant.render_key['filter_width']}"
+
+
+CONV2D = Conv2D()
+
+__all__ = ["CONV2D", "Conv2D", "Conv2DProblem"]

@@ -1,22 +1,29 @@
-"""The NumPy reference every kernel is checked against, and the problem's data."""
+"""The convolution problem: key, seeded data, the float64 reference and its tolerance."""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
+
+from autotune.families.base import Problem
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 
 
 @dataclass(frozen=True)
-class Problem:
-    """One tuning problem: a filter width and an output size, with seeded data."""
+class Conv2DProblem(Problem):
+    """'valid' correlation of an (out + F - 1)-sized float32 image with an F x F filter."""
+
+    family: ClassVar[str] = "conv2d"
+    size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
 
     filter_width: int
     out_width: int
     out_height: int
+    dtype: str = "float32"
     seed: int = 0
 
     @property
@@ -33,11 +40,15 @@ class Problem:
 
     @property
     def min_bytes(self) -> int:
-        """Bytes a kernel must move at least: read the input once, write the output."""
         return 4 * (self.in_width * self.in_height + self.out_width * self.out_height)
 
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+    @property
+    def launch_extent(self) -> tuple[int, int]:
+        return (self.out_width, self.out_height)
+
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        return (self.out_height, self.out_width)
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """Seeded input image and filter, uniform in [-1, 1)."""
@@ -46,13 +57,28 @@ class Problem:
         filt = rng.uniform(-1, 1, (self.filter_width, self.filter_width)).astype(np.float32)
         return image, filt
 
+    def inputs(self) -> dict[str, np.ndarray]:
+        image, filt = self.data()
+        return {"input": image, "filter": filt}
+
     def taps(self) -> np.ndarray:
         """The filter of `data()` alone (kernels compiled for one filter need it to render)."""
         return _seeded_taps(self)
 
+    def reference(self) -> np.ndarray:
+        image, filt = self.data()
+        return correlate_valid(image, filt)
+
+    def tolerance(self) -> float:
+        image, filt = self.data()
+        return tolerance(image, filt)
+
+    def label(self) -> str:
+        return f"F={self.filter_width} {self.out_width}x{self.out_height}"
+
 
 @functools.lru_cache(maxsize=32)
-def _seeded_taps(problem: Problem) -> np.ndarray:
+def _seeded_taps(problem: Conv2DProblem) -> np.ndarray:
     taps = problem.data()[1]
     taps.flags.writeable = False
     return taps

@@ -9,18 +9,17 @@ frees the registers that held them), so every caller passes the filter it will r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jinja2
 import numpy as np
 
 from autotune.errors import UsageError
+from autotune.families.base import KernelVariant
 from autotune.resources import resource_path
-from autotune.space import Config, SearchSpace, convolution_space
+from autotune.space import Config, SearchSpace
 
 KERNEL_NAME = "convolve"
 MAX_FILTER_WIDTH = 255
@@ -39,64 +38,6 @@ def _template() -> jinja2.Template:
             keep_trailing_newline=True,
         )
     return _environment.get_template("conv2d.cl.j2")
-
-
-@dataclass(frozen=True)
-class KernelVariant:
-    """Source plus everything a host needs to build and launch it."""
-
-    source: str
-    filter_width: int
-    local_size: tuple[int, int]
-    work_per_item: tuple[int, int]
-    build_options: tuple[str, ...] = ()
-    kernel_name: str = KERNEL_NAME
-    config: dict[str, Any] = field(default_factory=dict)
-
-    def global_size(self, out_width: int, out_height: int) -> tuple[int, int]:
-        sizes = []
-        for out, work, local in zip(
-            (out_width, out_height), self.work_per_item, self.local_size, strict=True
-        ):
-            items = -(-out // work)
-            sizes.append(-(-items // local) * local)
-        return (sizes[0], sizes[1])
-
-    def arguments(
-        self, input_buffer: Any, filter_buffer: Any, output_buffer: Any, out_width: int, out_height: int
-    ) -> tuple[Any, ...]:
-        """Kernel arguments in the ABI's order (input, filter, output, in_width,
-        out_width, out_height, filter_width)."""
-        in_width = out_width + self.filter_width - 1
-        sizes = (in_width, out_width, out_height, self.filter_width)
-        return (input_buffer, filter_buffer, output_buffer, *(np.int32(n) for n in sizes))
-
-    @property
-    def fingerprint(self) -> str:
-        """Everything that decides what runs: a stored time is this kernel's only while
-        the fingerprint matches (a newer template may render the same config otherwise)."""
-        what_runs = [self.source, list(self.build_options), self.kernel_name]
-        what_runs += [list(self.local_size), list(self.work_per_item)]
-        return hashlib.sha256(json.dumps(what_runs).encode()).hexdigest()
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["local_size"] = list(self.local_size)
-        data["work_per_item"] = list(self.work_per_item)
-        data["build_options"] = list(self.build_options)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KernelVariant:
-        return cls(
-            source=data["source"],
-            filter_width=int(data["filter_width"]),
-            local_size=tuple(data["local_size"]),  # type: ignore[arg-type]
-            work_per_item=tuple(data["work_per_item"]),  # type: ignore[arg-type]
-            build_options=tuple(data.get("build_options", ())),
-            kernel_name=data.get("kernel_name", KERNEL_NAME),
-            config=dict(data.get("config", {})),
-        )
 
 
 def check_filter_width(filter_width: object) -> int:
@@ -144,7 +85,10 @@ def generate(
 
     `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
     other kernels read the filter argument and ignore it."""
-    space = space or convolution_space()
+    if space is None:
+        from autotune.families.conv2d import CONV2D
+
+        space = CONV2D.space
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
     reasons = space.violations(config, {"filter_width": filter_width})
@@ -186,9 +130,11 @@ def generate(
     )
     return KernelVariant(
         source=source,
-        filter_width=filter_width,
+        kernel_name=KERNEL_NAME,
         local_size=(int(config["local_x"]), int(config["local_y"])),
         work_per_item=(int(config["work_x"]), int(config["work_y"])),
         build_options=(),
         config=dict(config),
+        family="conv2d",
+        render_key={"filter_width": filter_width},
     )

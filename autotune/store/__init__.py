@@ -2,14 +2,12 @@
 best kernel per (device, problem), in any SQLAlchemy database (SQLite by default).
 
 Every finished trial is committed on its own, so a killed process loses nothing it
-reported. Table names carry an `autotune_` prefix and the migration version table is
-`autotune_alembic_version`, so Optuna's tables (`studies`, `trials`, `alembic_version`)
-can share the database without clashes.
+reported. The tables are in `models`; migrations (db/, run by `migrate`) bring older
+databases up to date when they are opened.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
@@ -23,100 +21,36 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
 
 from autotune.errors import AutotuneError, UsageError
+from autotune.store.migrate import upgrade
+from autotune.store.models import (
+    SCHEMA_HEAD,
+    VERSION_TABLE,
+    Best,
+    Device,
+    ProblemRow,
+    Run,
+    Trial,
+    config_key,
+    now,
+    problem_key,
+)
 
-VERSION_TABLE = "autotune_alembic_version"
-SCHEMA_HEAD = "0002"
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-def config_key(config: dict[str, Any]) -> str:
-    """Canonical text of a config: equal configs, equal keys."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Device(Base):
-    __tablename__ = "autotune_devices"
-    __table_args__ = (sa.UniqueConstraint("platform", "name", "vendor", "driver"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    platform: Mapped[str] = mapped_column(sa.String(200))
-    name: Mapped[str] = mapped_column(sa.String(200))
-    vendor: Mapped[str] = mapped_column(sa.String(200))
-    driver: Mapped[str] = mapped_column(sa.String(200))
-    type: Mapped[str] = mapped_column(sa.String(40))
-    info: Mapped[str] = mapped_column(sa.Text)  # JSON of DeviceInfo
-
-
-class Problem(Base):
-    __tablename__ = "autotune_problems"
-    __table_args__ = (sa.UniqueConstraint("filter_width", "out_width", "out_height", "dtype"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    filter_width: Mapped[int]
-    out_width: Mapped[int]
-    out_height: Mapped[int]
-    dtype: Mapped[str] = mapped_column(sa.String(20), default="float32")
-
-
-class Run(Base):
-    __tablename__ = "autotune_runs"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    device_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_devices.id"))
-    key: Mapped[str] = mapped_column(sa.Text, index=True)  # what makes two commands "the same search"
-    filter_widths: Mapped[str] = mapped_column(sa.String(400))
-    out_width: Mapped[int]
-    out_height: Mapped[int]
-    sampler: Mapped[str] = mapped_column(sa.String(40))
-    seed: Mapped[int]
-    trials_budget: Mapped[int | None]
-    time_budget_s: Mapped[float | None]
-    status: Mapped[str] = mapped_column(sa.String(20))  # running, finished, interrupted, failed
-    started_at: Mapped[dt.datetime]
-    finished_at: Mapped[dt.datetime | None]
-    tool_version: Mapped[str] = mapped_column(sa.String(40))
-
-
-class Trial(Base):
-    __tablename__ = "autotune_trials"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_runs.id"), index=True)
-    device_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_devices.id"))
-    problem_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_problems.id"))
-    number: Mapped[int]  # order within the run and problem
-    origin: Mapped[str] = mapped_column(sa.String(20))  # preset, warm, sampler, cached, retime
-    config: Mapped[str] = mapped_column(sa.Text)
-    config_key: Mapped[str] = mapped_column(sa.Text)
-    status: Mapped[str] = mapped_column(sa.String(20))
-    time_ms: Mapped[float | None]
-    min_ms: Mapped[float | None]
-    max_ms: Mapped[float | None]
-    runs: Mapped[int] = mapped_column(default=0)
-    compile_ms: Mapped[float | None]
-    max_error: Mapped[float | None]
-    error: Mapped[str | None] = mapped_column(sa.Text)
-    created_at: Mapped[dt.datetime]
-    # KernelVariant.fingerprint of what was measured; None for invalid points and for
-    # rows written before schema 0002 (never reused as measurements of today's kernels)
-    kernel_sha: Mapped[str | None] = mapped_column(sa.String(64))
-    __table_args__ = (sa.Index("ix_autotune_trials_lookup", "device_id", "problem_id", "config_key"),)
-
-
-class Best(Base):
-    __tablename__ = "autotune_best"
-    device_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_devices.id"), primary_key=True)
-    problem_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_problems.id"), primary_key=True)
-    trial_id: Mapped[int] = mapped_column(sa.ForeignKey("autotune_trials.id"))
-    config: Mapped[str] = mapped_column(sa.Text)
-    time_ms: Mapped[float]
-    updated_at: Mapped[dt.datetime]
+__all__ = [
+    "SCHEMA_HEAD",
+    "VERSION_TABLE",
+    "Best",
+    "Device",
+    "ProblemRow",
+    "Run",
+    "Store",
+    "Trial",
+    "config_key",
+    "default_url",
+    "problem_key",
+]
 
 
 def default_url() -> str:
@@ -220,8 +154,6 @@ class Store:
         return path, status.st_dev, status.st_ino
 
     def _migrate(self) -> None:
-        from autotune.migrations import upgrade
-
         upgrade(self.engine)
 
     @contextmanager
@@ -263,17 +195,12 @@ class Store:
                 s.flush()
             return row.id
 
-    def problem_id(self, filter_width: int, out_width: int, out_height: int) -> int:
+    def problem_id(self, family: str, key: dict[str, Any]) -> int:
+        text = problem_key(key)
         with self.session() as s:
-            row = s.scalar(
-                sa.select(Problem).filter_by(
-                    filter_width=filter_width, out_width=out_width, out_height=out_height, dtype="float32"
-                )
-            )
+            row = s.scalar(sa.select(ProblemRow).filter_by(family=family, key=text))
             if row is None:
-                row = Problem(
-                    filter_width=filter_width, out_width=out_width, out_height=out_height, dtype="float32"
-                )
+                row = ProblemRow(family=family, key=text)
                 s.add(row)
                 s.flush()
             return row.id
@@ -338,17 +265,6 @@ class Store:
         with self.session() as s:
             return list(s.scalars(query))
 
-    def measured(self, device_id: int, problem_id: int, key: str) -> Trial | None:
-        """An earlier measurement of this exact point (not a re-timing)."""
-        with self.session() as s:
-            return s.scalar(
-                sa.select(Trial)
-                .filter_by(device_id=device_id, problem_id=problem_id, config_key=key)
-                .where(Trial.origin != "retime", Trial.origin != "cached")
-                .order_by(Trial.id)
-                .limit(1)
-            )
-
     def runs(self) -> list[tuple[Run, Device]]:
         with self.session() as s:
             return [
@@ -363,25 +279,32 @@ class Store:
             return s.get(Run, run_id)
 
     def best(
-        self, device_id: int | None = None, filter_width: int | None = None
-    ) -> list[tuple[Best, Device, Problem]]:
+        self, device_id: int | None = None, family: str | None = None
+    ) -> list[tuple[Best, Device, ProblemRow]]:
+        """Best rows, by device, then family, then the problem's fields in order."""
         query = (
-            sa.select(Best, Device, Problem)
+            sa.select(Best, Device, ProblemRow)
             .join(Device, Best.device_id == Device.id)
-            .join(Problem, Best.problem_id == Problem.id)
-            .order_by(Device.id, Problem.filter_width, Problem.out_width, Problem.out_height)
+            .join(ProblemRow, Best.problem_id == ProblemRow.id)
         )
         if device_id is not None:
             query = query.where(Best.device_id == device_id)
-        if filter_width is not None:
-            query = query.where(Problem.filter_width == filter_width)
+        if family is not None:
+            query = query.where(ProblemRow.family == family)
         with self.session() as s:
-            return [tuple(row) for row in s.execute(query)]  # type: ignore[misc]
+            rows = [tuple(row) for row in s.execute(query)]
+        rows.sort(key=lambda r: (r[1].id, r[2].family, tuple(r[2].fields.values())))
+        return rows  # type: ignore[return-value]
 
     def devices(self) -> list[Device]:
         with self.session() as s:
             return list(s.scalars(sa.select(Device).order_by(Device.id)))
 
-    def problems(self) -> dict[int, Problem]:
+    def problems(self) -> dict[int, ProblemRow]:
         with self.session() as s:
-            return {p.id: p for p in s.scalars(sa.select(Problem))}
+            return {p.id: p for p in s.scalars(sa.select(ProblemRow))}
+
+    def device_row(self, fingerprint: dict[str, str]) -> Device | None:
+        """The row of a device with this fingerprint; None if it never was tuned."""
+        with self.session() as s:
+            return s.scalar(sa.select(Device).filter_by(**fingerprint))

@@ -7,7 +7,7 @@ from sqlalchemy.engine import Engine
 
 from autotune.errors import UsageError
 from autotune.resources import resource_path
-from autotune.store import SCHEMA_HEAD, VERSION_TABLE
+from autotune.store.models import SCHEMA_HEAD, VERSION_TABLE
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -33,6 +33,21 @@ def upgrade(engine: Engine) -> None:
             f"the database was written by a newer autotune (schema {revision}; this one knows up to "
             f"{SCHEMA_HEAD}): upgrade autotune or use another --db"
         )
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as connection:
+        raw = connection.connection.dbapi_connection
+        if sqlite:
+            # Rebuilding a table that others point at: SQLite's own recipe turns foreign
+            # key enforcement off around the transaction and checks every key before commit.
+            raw.execute("PRAGMA foreign_keys = OFF")  # type: ignore[union-attr]
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise RuntimeError(f"the schema upgrade would break foreign keys: {broken[:3]}")
+        finally:
+            if sqlite:
+                raw.execute("PRAGMA foreign_keys = ON")  # type: ignore[union-attr]

@@ -1,0 +1,302 @@
+"""Commands that read: devices, space, best, history, show."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.table import Table
+
+from autotune.cli.options import db_option, json_option, open_store
+from autotune.cli.output import console, device_record, emit, print_configs
+from autotune.errors import AutotuneError, UsageError
+
+
+@click.command()
+@json_option
+def devices(as_json: bool) -> None:
+    """List every OpenCL device with its stable index."""
+    from autotune.devices import list_devices
+
+    found = list_devices()
+    if as_json:
+        emit("devices", {"devices": [{**device_record(d), "limits": d.to_dict()} for d in found]})
+        return
+    if not found:
+        raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
+    table = Table(title="OpenCL devices")
+    for column in ("#", "platform", "device", "type", "CUs", "max WG", "local KiB", "const KiB"):
+        table.add_column(column)
+    for d in found:
+        table.add_row(
+            str(d.index),
+            d.platform,
+            d.name,
+            d.type,
+            str(d.compute_units),
+            str(d.max_work_group_size),
+            str(d.local_mem_size // 1024),
+            str(d.max_constant_buffer_size // 1024),
+        )
+    console.print(table)
+
+
+@click.command()
+@json_option
+def space(as_json: bool) -> None:
+    """Print the knobs, their values, the constraints and the presets."""
+    from autotune.families.conv2d import CONV2D
+
+    described = CONV2D.space.describe()
+    if as_json:
+        emit("space", {"family": CONV2D.name, **described})
+        return
+    table = Table(
+        title=f"search space {described['name']!r} ({described['points']} points before constraints)"
+    )
+    for column in ("knob", "values", "default", "meaning"):
+        table.add_column(column)
+    for name, knob in described["knobs"].items():
+        table.add_row(
+            name, ", ".join(json.dumps(v) for v in knob["values"]), json.dumps(knob["default"]), knob["help"]
+        )
+    console.print(table)
+    console.print("[bold]constraints[/bold]")
+    for c in described["constraints"]:
+        console.print(f"  {c['rule']}  [dim]({c['reason']})[/dim]", highlight=False)
+    presets = Table(title="presets (the seed kernels)")
+    presets.add_column("preset")
+    presets.add_column("kernel")
+    presets.add_column("config")
+    for name, p in described["presets"].items():
+        presets.add_row(name, p["about"], json.dumps(p["config"]))
+    console.print(presets)
+
+
+def _kernel_record(family: Any, device: dict[str, Any], choice: Any) -> dict[str, Any]:
+    """One best kernel, the same fields whether it came from the table or the ladder."""
+    from autotune.export import gflops
+
+    problem = choice.problem
+    return {
+        "device": device,
+        "family": family.name,
+        **problem.kind(),
+        "image_size": list(problem.size),
+        "fallback": choice.level,
+        "time_ms": choice.time_ms,
+        "gflops": gflops(problem, choice.time_ms),
+        "config": choice.config,
+        "trial_id": choice.trial_id,
+        "tuned_image_size": list(choice.tuned_size) if choice.tuned_size else None,
+        "tuned_device": choice.tuned_device,
+    }
+
+
+@click.command()
+@click.option("--device", "-d", "device_index", type=int, default=None, help="Only this device.")
+@click.option("--filter-width", "-f", "filter_width", type=int, default=None, help="Only this width.")
+@click.option(
+    "--image-size",
+    "-s",
+    "size_text",
+    default=None,
+    help="With -d and -f: the output WIDTHxHEIGHT to answer for.",
+)
+@db_option
+@json_option
+def best(
+    device_index: int | None,
+    filter_width: int | None,
+    size_text: str | None,
+    db_url: str | None,
+    as_json: bool,
+) -> None:
+    """The best verified kernel per (device, filter width, image size).
+
+    With both --device and --filter-width, answers like `autotune.convolve()` would,
+    and says which fallback level answered (exact, nearest_image_size, same_vendor,
+    default).
+    """
+    from autotune.devices import device_info
+    from autotune.families.conv2d import CONV2D, Conv2DProblem
+    from autotune.families.conv2d.inputs import default_image_size, parse_image_size
+    from autotune.families.conv2d.render import check_filter_width
+    from autotune.lookup import Choice, resolve
+
+    store = open_store(db_url)
+    records = []
+    if device_index is not None and filter_width is not None:
+        check_filter_width(filter_width)
+        info = device_info(device_index)
+        rows = store.best()
+        if size_text:
+            size = parse_image_size(size_text)
+        else:
+            mine = store.device_row(info.fingerprint)
+            tuned = [
+                p.size
+                for _, _, row in (store.best(device_id=mine.id, family=CONV2D.name) if mine else [])
+                if (p := CONV2D.problem(row.fields)).filter_width == filter_width
+            ]
+            size = max(tuned, key=lambda s: s[0] * s[1]) if tuned else default_image_size(info)
+        choice = resolve(rows, CONV2D, Conv2DProblem(filter_width, *size), info)
+        records.append(_kernel_record(CONV2D, device_record(info), choice))
+    else:
+        mine_id = None
+        if device_index is not None:
+            row = store.device_row(device_info(device_index).fingerprint)
+            mine_id = row.id if row is not None else -1
+        for row, device, problem_row in store.best(device_id=mine_id, family=CONV2D.name):
+            problem = CONV2D.problem(problem_row.fields)
+            if filter_width is not None and problem.filter_width != filter_width:
+                continue
+            config = CONV2D.read_config(row.config) or json.loads(row.config)
+            choice = Choice(
+                config, problem, "exact", row.time_ms, problem.size, device.name, trial_id=row.trial_id
+            )
+            records.append(_kernel_record(CONV2D, device_record(device), choice))
+    if as_json:
+        emit("best", {"kernels": records})
+        return
+    if not records:
+        console.print("no tuned kernels yet (run `autotune search`)")
+        return
+    if device_index is not None and filter_width is not None:
+        r = records[0]
+        timing = f"{r['time_ms']:.4f} ms when tuned" if r["time_ms"] else "not tuned"
+        size = r["image_size"]
+        click.echo(
+            f"F={filter_width} on {r['device']['name']}, {size[0]}x{size[1]}: {r['fallback']} ({timing})"
+        )
+        print_configs([(f"F={filter_width}", r["config"])])
+        return
+    table = Table(title="best kernels")
+    for column in ("device", "F", "image", "ms", "GFLOP/s"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            r["device"]["name"],
+            str(r["filter_width"]),
+            "x".join(map(str, r["image_size"])),
+            f"{r['time_ms']:.4f}",
+            f"{r['gflops']:.1f}",
+        )
+    console.print(table)
+    print_configs((f"F={r['filter_width']}", r["config"]) for r in records)
+
+
+@click.command()
+@db_option
+@json_option
+def history(db_url: str | None, as_json: bool) -> None:
+    """Past search runs."""
+    from autotune.families import get_family
+
+    store = open_store(db_url)
+    records = []
+    for run, device in store.runs():
+        trials = store.trials(run_id=run.id)
+        family = get_family(run.family)
+        problems = [family.problem(key) for key in run.problem_keys]
+        records.append(
+            {
+                "run_id": run.id,
+                "device": device_record(device),
+                "family": run.family,
+                "problems": [family.describe_kind(p.kind()) for p in problems],
+                "image_size": list(problems[0].size) if problems else None,
+                "sampler": run.sampler,
+                "seed": run.seed,
+                "trials_budget": run.trials_budget,
+                "time_budget_s": run.time_budget_s,
+                "status": run.status,
+                "started_at": run.started_at.isoformat(),
+                "finished_at": run.finished_at and run.finished_at.isoformat(),
+                "trials": len(trials),
+                "ok": sum(t.status == "ok" for t in trials),
+                "tool_version": run.tool_version,
+            }
+        )
+    if as_json:
+        emit("history", {"runs": records})
+        return
+    table = Table(title="search runs")
+    for column in (
+        "run",
+        "device",
+        "problems",
+        "image",
+        "sampler",
+        "status",
+        "trials",
+        "ok",
+        "started (UTC)",
+    ):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            str(r["run_id"]),
+            r["device"]["name"],
+            " ".join(r["problems"]),
+            "x".join(map(str, r["image_size"] or [])),
+            r["sampler"],
+            r["status"],
+            str(r["trials"]),
+            str(r["ok"]),
+            r["started_at"][:19],
+        )
+    console.print(table)
+
+
+@click.command()
+@click.argument("run_id", type=int)
+@db_option
+@json_option
+def show(run_id: int, db_url: str | None, as_json: bool) -> None:
+    """Every trial of one run, failures with the reason."""
+    from autotune.families import get_family
+
+    store = open_store(db_url)
+    if store.run(run_id) is None:
+        raise UsageError(f"no run {run_id} in the database (see `autotune history`)")
+    problems = store.problems()
+    records = []
+    for t in store.trials(run_id=run_id):
+        row = problems[t.problem_id]
+        family = get_family(row.family)
+        records.append(
+            {
+                "trial_id": t.id,
+                "problem": family.describe_kind(family.problem(row.fields).kind()),
+                **{k: v for k, v in row.fields.items() if k not in family.problem_type.size_fields},
+                "origin": t.origin,
+                "status": t.status,
+                "time_ms": t.time_ms,
+                "min_ms": t.min_ms,
+                "max_ms": t.max_ms,
+                "runs": t.runs,
+                "compile_ms": t.compile_ms,
+                "config": json.loads(t.config),
+                "error": t.error,
+            }
+        )
+    if as_json:
+        emit("show", {"run_id": run_id, "trials": records})
+        return
+    table = Table(title=f"run {run_id}: {len(records)} trials")
+    for column in ("trial", "problem", "origin", "status", "ms", "config", "why"):
+        table.add_column(column)
+    for r in records:
+        why = (r["error"] or "").splitlines()[0][:80] if r["error"] else ""
+        table.add_row(
+            str(r["trial_id"]),
+            r["problem"],
+            r["origin"],
+            r["status"],
+            f"{r['time_ms']:.4f}" if r["time_ms"] else "-",
+            json.dumps(r["config"], separators=(",", ":")),
+            why,
+        )
+    console.print(table)

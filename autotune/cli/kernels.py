@@ -1,0 +1,283 @@
+"""Commands that write kernels or run them: render, export, convolve."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from autotune.cli.options import db_option, json_option, open_store
+from autotune.cli.output import device_record, emit
+from autotune.errors import AutotuneError, UsageError
+
+FILTER_VALUES_HELP = (
+    "Square filter (.npy) whose values a filter_space=literal kernel is compiled for "
+    "(such a kernel ignores its filter argument)."
+)
+FORMATS = ("cl", "json", "header", "t4")
+
+
+def _config_from(preset: str | None, config_text: str | None) -> dict[str, Any]:
+    from autotune.families.conv2d import CONV2D
+
+    space = CONV2D.space
+    if (preset is None) == (config_text is None):
+        raise UsageError("give exactly one of --preset NAME or --config JSON")
+    if preset is not None:
+        if preset not in space.presets:
+            raise UsageError(f"unknown preset {preset!r} (presets: {', '.join(space.presets)})")
+        return dict(space.presets[preset].config)
+    assert config_text is not None
+    try:
+        if config_text.startswith("@"):
+            config_text = Path(config_text[1:]).read_text()
+        config = json.loads(config_text)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--config is not valid JSON (or @file): {exc}") from None
+    if not isinstance(config, dict):
+        raise UsageError("--config must be a JSON object of knob: value")
+    return space.complete(config)
+
+
+@click.command()
+@click.option("--filter-width", "-f", required=True, type=int, help="Filter width F.")
+@click.option("--preset", help="A seed preset (see `autotune space`).")
+@click.option("--config", "config_text", help="Knobs as a JSON object, or @file.json.")
+@click.option(
+    "--device",
+    "-d",
+    "device_index",
+    type=int,
+    default=None,
+    help="Check device limits and record this device in the manifest.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for convolve_f<F>.cl and convolve_f<F>.json.",
+)
+@click.option(
+    "--filter", "filter_path", type=click.Path(dir_okay=False), default=None, help=FILTER_VALUES_HELP
+)
+@json_option
+def render(
+    filter_width: int,
+    preset: str | None,
+    config_text: str | None,
+    device_index: int | None,
+    out_dir: str,
+    filter_path: str | None,
+    as_json: bool,
+) -> None:
+    """Write one kernel's source and manifest, exactly as `export` does."""
+    from autotune.devices import device_info
+    from autotune.export import manifest, write_kernel
+    from autotune.families.conv2d import CONV2D
+    from autotune.families.conv2d.inputs import load_filter
+    from autotune.families.conv2d.render import check_filter_width, generate
+
+    check_filter_width(filter_width)
+    config = _config_from(preset, config_text)
+    device = device_info(device_index) if device_index is not None else None
+    if device is not None:
+        reasons = CONV2D.space.violations(config, {"filter_width": filter_width}, device)
+        if reasons:
+            raise UsageError(f"invalid configuration for {device.name}: {reasons[0]}")
+    taps = load_filter(filter_path) if filter_path is not None else None
+    if taps is not None and taps.shape[0] != filter_width:
+        side = taps.shape[0]
+        raise UsageError(f"--filter holds a {side}x{side} filter, not {filter_width}x{filter_width}")
+    if not CONV2D.serves_any_data(config) and taps is None:
+        raise UsageError(f"F={filter_width}: {CONV2D.values_needed}")
+    variant = generate(config, filter_width, CONV2D.space, taps)
+    try:
+        source_path, manifest_path = write_kernel(CONV2D, variant, out_dir, device)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    if as_json:
+        written = [str(source_path), str(manifest_path)]
+        data = manifest(CONV2D, variant, source_path.name, device)
+        emit(
+            "render",
+            {"device": device_record(device) if device else None, "written": written, "manifest": data},
+        )
+        return
+    click.echo(f"wrote {source_path} and {manifest_path}")
+
+
+@click.command()
+@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option(
+    "--filter-width",
+    "-f",
+    "widths_text",
+    default=None,
+    help="Comma list [default: every width tuned on this device].",
+)
+@click.option(
+    "--image-size",
+    "-s",
+    "size_text",
+    default=None,
+    help="Prefer kernels tuned nearest this WIDTHxHEIGHT [default: the largest tuned].",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option(
+    "--format",
+    "formats_text",
+    default="cl,json,header",
+    show_default=True,
+    help="Comma list of cl, json, header, t4.",
+)
+@db_option
+@click.option(
+    "--filter",
+    "filter_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Square filter (.npy) to compile into kernels of its width whose best has the filter as literals "
+    "[default: such widths export their fastest kernel that reads the filter argument].",
+)
+@json_option
+def export(
+    device_index: int,
+    widths_text: str | None,
+    size_text: str | None,
+    out_dir: str,
+    formats_text: str,
+    db_url: str | None,
+    filter_path: str | None,
+    as_json: bool,
+) -> None:
+    """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results.
+
+    A best kernel with the filter compiled in (filter_space=literal) is only right for
+    that filter: it is exported with the values given by --filter, or else replaced by
+    the fastest measured kernel of that width that reads its filter argument."""
+    from autotune import export as exporting
+    from autotune.devices import device_info
+    from autotune.families.conv2d import CONV2D
+    from autotune.families.conv2d.header import c_header
+    from autotune.families.conv2d.inputs import load_filter, parse_filter_widths, parse_image_size
+
+    formats = [f.strip() for f in formats_text.split(",") if f.strip()]
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
+    widths = parse_filter_widths(widths_text) if widths_text else None
+    size = parse_image_size(size_text) if size_text else None
+    taps = load_filter(filter_path) if filter_path is not None else None
+    store = open_store(db_url)
+    info = device_info(device_index)
+    kinds = [{"filter_width": w, "dtype": "float32"} for w in widths] if widths is not None else None
+    values = {CONV2D.describe_kind({"filter_width": taps.shape[0]}): taps} if taps is not None else {}
+    chosen = exporting.choose(store, CONV2D, info, kinds, size, values)
+    if set(values) - {CONV2D.describe_kind(e.problem.kind()) for e in chosen}:
+        raise UsageError(
+            f"no tuned kernel for {next(iter(values))} on device {device_index} ({info.name}); "
+            "run `autotune search` first"
+        )
+    for item in chosen:
+        if item.note and not as_json:
+            click.echo(item.note)
+    out = Path(out_dir)
+    written: list[Path] = []
+    try:
+        for item in chosen:
+            if "cl" in formats or "json" in formats:
+                source_path, manifest_path = exporting.write_kernel(
+                    CONV2D, item.variant, out, info, item.problem, item.time_ms
+                )
+                if "cl" not in formats:
+                    source_path.unlink()
+                if "json" not in formats:
+                    manifest_path.unlink()
+                written += [p for p, f in ((source_path, "cl"), (manifest_path, "json")) if f in formats]
+        if "header" in formats:
+            header = c_header(
+                [
+                    (e.variant, exporting.manifest(CONV2D, e.variant, "", info, e.problem, e.time_ms))
+                    for e in chosen
+                ]
+            )
+            written.append(exporting.write_text(out / "autotune_kernels.h", header))
+        if "t4" in formats:
+            problem_ids = {e.problem_id for e in chosen}
+            row = store.device_row(info.fingerprint)
+            trials = [t for t in store.trials(device_id=row.id if row else -1) if t.problem_id in problem_ids]
+            data = exporting.t4_results(trials, store.problems(), CONV2D)
+            written.append(exporting.write_text(out / "autotune_t4.json", json.dumps(data, indent=1) + "\n"))
+    except OSError as exc:
+        raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    if as_json:
+        kernels = [
+            {
+                "problem": CONV2D.describe_kind(e.problem.kind()),
+                **e.problem.kind(),
+                "image_size": list(e.problem.size),
+                "time_ms": e.time_ms,
+                "config": e.variant.config,
+                "note": e.note,
+            }
+            for e in chosen
+        ]
+        emit(
+            "export",
+            {"device": device_record(info), "written": [str(p) for p in written], "kernels": kernels},
+        )
+        return
+    for path in written:
+        click.echo(f"wrote {path}")
+
+
+@click.command(name="convolve")
+@click.argument("input_path", metavar="IN", type=click.Path(dir_okay=False))
+@click.argument("output_path", metavar="OUT", type=click.Path(dir_okay=False))
+@click.option(
+    "--filter",
+    "filter_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Square filter as a NumPy .npy file.",
+)
+@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option("--mode", type=click.Choice(["valid", "same"]), default="valid", show_default=True)
+@click.option("--flip", is_flag=True, help="True convolution (flip the filter).")
+@db_option
+@json_option
+def convolve_command(
+    input_path: str,
+    output_path: str,
+    filter_path: str,
+    device_index: int,
+    mode: str,
+    flip: bool,
+    db_url: str | None,
+    as_json: bool,
+) -> None:
+    """Filter a NumPy .npy image with the best known kernel; writes OUT as .npy."""
+    import numpy as np
+
+    from autotune.devices import device_info
+    from autotune.families.conv2d.inputs import load_npy
+    from autotune.runtime import convolve
+
+    arrays = [load_npy("IN", input_path), load_npy("--filter", filter_path)]
+    try:
+        result = convolve(arrays[0], arrays[1], device=device_index, mode=mode, db=db_url, flip=flip)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        with open(output_path, "wb") as f:
+            np.save(f, result)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
+    if as_json:
+        data = {"device": device_record(device_info(device_index)), "written": [output_path]}
+        emit("convolve", {**data, "shape": list(result.shape), "mode": mode, "flip": flip})
+        return
+    click.echo(f"wrote {output_path} ({result.shape[1]}x{result.shape[0]})")

@@ -1,0 +1,365 @@
+"""Commands that measure: search, study, replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from autotune.cli.options import db_option, json_option, open_store, problem_options
+from autotune.cli.output import console, device_record, emit, errors, print_configs, progress
+from autotune.errors import AutotuneError, UsageError
+
+
+@click.command()
+@problem_options("3,5,7")
+@click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
+@click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
+@click.option("--sampler", default=None, help="gp (the default), tpe-local, tpe, random, cmaes or grid.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
+@click.option(
+    "--compilers",
+    type=int,
+    default=None,
+    help="Processes compiling ahead [default: cores-1 on GPUs, 0 on CPUs].",
+)
+@db_option
+@json_option
+def search(
+    device_index: int,
+    widths_text: str,
+    size_text: str | None,
+    trials: int,
+    time_budget: float | None,
+    sampler: str | None,
+    seed: int,
+    fresh: bool,
+    compilers: int | None,
+    db_url: str | None,
+    as_json: bool,
+) -> None:
+    """Tune kernels for each filter width; every trial goes into the database."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from autotune.devices import device_info
+    from autotune.families.conv2d import CONV2D, Conv2DProblem
+    from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+    from autotune.search import DEFAULT_SAMPLER, SAMPLERS
+    from autotune.tune import Budget, Tuner
+
+    widths = parse_filter_widths(widths_text)
+    sampler = sampler or DEFAULT_SAMPLER
+    if sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
+    if trials <= 0:
+        raise UsageError(f"--trials must be positive, got {trials}")
+    if compilers is not None and not 0 <= compilers <= 64:
+        raise UsageError(f"--compilers must be from 0 to 64, got {compilers}")
+    if time_budget is not None and not time_budget > 0:
+        raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
+    device = device_info(device_index)
+    size = image_size(size_text, device, widths)
+    store = open_store(db_url)
+
+    bars = Progress(
+        TextColumn("[bold]{task.fields[label]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
+        console=errors,
+        disable=as_json,
+        transient=False,
+    )
+    tasks: dict[str, Any] = {}
+    best_so_far: dict[str, float] = {}
+
+    def listen(kind: str, data: dict[str, Any]) -> None:
+        if kind == "run" and data["resumed"] and not as_json:
+            errors.print(f"resuming run {data['run_id']}", highlight=False)
+        elif kind == "run" and data["finished"] and not as_json:
+            errors.print(
+                f"run {data['run_id']} already did this search (use --fresh to search again)", highlight=False
+            )
+        elif kind == "problem":
+            label = data["label"]
+            tasks[label] = bars.add_task(
+                "", total=data["total"], completed=data["done"], label=label, note=""
+            )
+        elif kind in ("trial", "cross_check"):
+            trial, label = data["trial"], data["label"]
+            if trial.status == "ok" and trial.time_ms is not None:
+                best_so_far[label] = min(best_so_far.get(label, float("inf")), trial.time_ms)
+            note = f"best {best_so_far[label]:.4f} ms" if label in best_so_far else "no result yet"
+            if kind == "cross_check":
+                note += f" | other widths' winners: {data['done']}/{data['total']}"
+                bars.update(tasks[label], note=note)
+                return
+            failed = ", ".join(f"{n} {k}" for k, n in sorted(data["failures"].items()))
+            bars.update(
+                tasks[label], completed=data["done"], note=note + (f" | failed: {failed}" if failed else "")
+            )
+
+    tuner = Tuner(
+        store,
+        device_index,
+        device,
+        CONV2D,
+        [Conv2DProblem(width, *size) for width in widths],
+        sampler=sampler,
+        seed=seed,
+        budget=Budget(trials=trials, time_s=time_budget),
+        fresh=fresh,
+        listener=listen,
+        compilers=compilers,
+    )
+    with bars:
+        results = tuner.run()
+    _print_summary(results, device, size, tuner.run_id, as_json)
+    if tuner.stop.requested:
+        errors.print(
+            "stopped: every finished trial is saved; run the same command again to resume", highlight=False
+        )
+        raise click.exceptions.Exit(130)
+
+
+def _ratio(other: float | None, best: float | None) -> str:
+    return f"{other / best:.2f}x" if other and best else "-"
+
+
+def _print_summary(
+    results: list[Any], device: Any, size: tuple[int, int], run_id: int | None, as_json: bool
+) -> None:
+    if as_json:
+        emit(
+            "search",
+            {
+                "run_id": run_id,
+                "device": device_record(device),
+                "image_size": list(size),
+                "results": [
+                    {
+                        **r.problem.kind(),
+                        "problem": r.label,
+                        "time_ms": r.best_ms,
+                        "gflops": r.gflops,
+                        "gbs": r.gbs,
+                        "baseline_time_ms": r.baseline_ms,
+                        "best_seed_preset": r.best_seed_preset,
+                        "best_seed_time_ms": r.best_seed_ms,
+                        "trials": r.trials,
+                        "failures": dict(r.failures),
+                        "config": r.best_config,
+                        "interrupted": r.interrupted,
+                    }
+                    for r in results
+                ],
+            },
+        )
+        return
+    table = Table(title=f"run {run_id}: best kernels on {device.name}, {size[0]}x{size[1]} output")
+    for column in ("F", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials"):
+        table.add_column(column, justify="right")
+    for r in results:
+        seed = f"{_ratio(r.best_seed_ms, r.best_ms)} ({r.best_seed_preset})" if r.best_seed_preset else "-"
+        table.add_row(
+            str(r.problem.filter_width),
+            f"{r.best_ms:.4f}" if r.best_ms else "-",
+            f"{r.gflops:.1f}" if r.gflops else "-",
+            f"{r.gbs:.1f}" if r.gbs else "-",
+            _ratio(r.baseline_ms, r.best_ms),
+            seed,
+            str(r.trials),
+        )
+    console.print(table)
+    print_configs((r.label, r.best_config) for r in results)
+
+
+@click.command()
+@problem_options("3,5,7,9,11,17,33")
+@click.option("--preset", "presets", multiple=True, help="Only these presets (repeatable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
+@json_option
+def study(
+    device_index: int,
+    widths_text: str,
+    size_text: str | None,
+    presets: tuple[str, ...],
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Time every seed kernel per filter width: what each optimisation gives here."""
+    from rich.progress import Progress
+
+    from autotune.devices import device_info
+    from autotune.families.conv2d import CONV2D, Conv2DProblem
+    from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+    from autotune.study import run_study, speedups
+
+    widths = parse_filter_widths(widths_text)
+    device = device_info(device_index)
+    size = image_size(size_text, device, widths)
+    known = CONV2D.space.presets
+    for name in presets:
+        if name not in known:
+            raise UsageError(f"unknown preset {name!r} (presets: {', '.join(known)})")
+    names = list(presets) or list(known)
+    problems = [Conv2DProblem(width, *size, seed=seed) for width in widths]
+    with Progress(console=errors, transient=True, disable=as_json) as bar:
+        task = bar.add_task(f"{device.name}", total=len(widths) * len(names))
+        rows = run_study(device_index, CONV2D, problems, names, on_row=lambda row: bar.advance(task))
+    gains = speedups(rows)
+    if as_json:
+        emit(
+            "study",
+            {
+                "device": device_record(device),
+                "image_size": list(size),
+                "rows": [
+                    {
+                        **r.problem.kind(),
+                        "problem": r.label,
+                        "preset": r.preset,
+                        **r.measurement.to_dict(),
+                        "gflops": r.gflops,
+                        "speedup": gains.get((r.label, r.preset)),
+                    }
+                    for r in rows
+                ],
+            },
+        )
+        return
+    table = Table(
+        title=f"seed study on {device.name}, {size[0]}x{size[1]} output: median ms (speed-up over baseline)"
+    )
+    table.add_column("preset")
+    labels = list(dict.fromkeys(r.label for r in rows))
+    for label in labels:
+        table.add_column(label, justify="right")
+    for name in names:
+        cells = []
+        for label in labels:
+            row = next(r for r in rows if r.label == label and r.preset == name)
+            m = row.measurement
+            cells.append(f"{m.time_ms:.3f} ({gains.get((label, name), 0):.2f}x)" if m.ok else m.status.value)
+        table.add_row(name, *cells)
+    console.print(table)
+    for r in rows:
+        if not r.measurement.ok:
+            errors.print(
+                f"{r.label} {r.preset}: {r.measurement.status.value}: {r.measurement.error}",
+                highlight=False,
+                markup=False,
+            )
+
+
+@click.command()
+@click.argument("landscape", type=click.Path(dir_okay=False))
+@click.option(
+    "--sampler",
+    "samplers_text",
+    default=None,
+    help="Sampler, or a comma list to compare [default: the search default].",
+)
+@click.option("--budget", type=int, default=200, show_default=True, help="Evaluations per repeat.")
+@click.option("--repeats", type=int, default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write convergence curves to this PNG (needs matplotlib).",
+)
+@json_option
+def replay(
+    landscape: str,
+    samplers_text: str | None,
+    budget: int,
+    repeats: int,
+    seed: int,
+    plot_path: str | None,
+    as_json: bool,
+) -> None:
+    """Replay searches on a measured landscape (Kernel Tuner cache or T4 results)."""
+    from autotune import replay as replaying
+    from autotune.search import DEFAULT_SAMPLER, SAMPLERS
+
+    samplers = [s.strip() for s in (samplers_text or DEFAULT_SAMPLER).split(",") if s.strip()]
+    for name in samplers:
+        if name not in SAMPLERS:
+            raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")
+    if budget <= 0 or repeats <= 0:
+        raise UsageError("--budget and --repeats must be positive")
+    if not Path(landscape).is_file():
+        raise UsageError(f"no such landscape file: {landscape}")
+    loaded = replaying.load(landscape)
+    budgets = tuple(sorted({b for b in replaying.BUDGETS if b < budget} | {budget}))
+    summaries, curves = [], {}
+    with progress(as_json) as bar:
+        for name in samplers:
+            task = bar.add_task(name, total=repeats)
+            traces = []
+            for r in range(repeats):
+                traces.append(replaying.replay_once(loaded, name, budget, seed + r))
+                bar.advance(task)
+            summaries.append({"sampler": name, **replaying.summarise(loaded, traces, budgets)})
+            curves[name] = traces
+    if plot_path:
+        _plot(plot_path, loaded, curves, budget)
+    if as_json:
+        emit("replay", {"landscape": loaded.name, "repeats": repeats, "budget": budget, "results": summaries})
+        return
+    table = Table(title=f"{loaded.name}: best found / optimum ({loaded.optimum:.4g}), {repeats} repeats")
+    for column in ("sampler", "budget", "median", "q1-q3", "P(<=5%)", "P(<=10%)"):
+        table.add_column(column, justify="right")
+    for summary in summaries:
+        for row in summary["budgets"]:
+            table.add_row(
+                summary["sampler"],
+                str(row["budget"]),
+                f"{row['median']:.3f}",
+                f"{row['q1']:.3f}-{row['q3']:.3f}",
+                f"{row['p_within_5']:.2f}",
+                f"{row['p_within_10']:.2f}",
+            )
+    console.print(table)
+    for summary in summaries:
+        for label in ("evaluations_to_5", "evaluations_to_10"):
+            reach = summary[label]
+            median = reach["median"] if reach["median"] is not None else "-"
+            click.echo(
+                f"{summary['sampler']}: {label.replace('_', ' ')}%: median {median} "
+                f"(reached in {reach['reached']} of {reach['of']})"
+            )
+
+
+def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("--plot needs matplotlib (pip install matplotlib)") from None
+    import statistics
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    x = list(range(1, budget + 1))
+    for name, traces in curves.items():
+        median = [statistics.median(t.best_at(i) / landscape.optimum for t in traces) for i in x]
+        axes.plot(x, median, label=name)
+    axes.axhline(1.05, color="grey", linestyle="--", linewidth=0.8, label="within 5%")
+    axes.set_xlabel("evaluations")
+    axes.set_ylabel("median best found / optimum")
+    axes.set_yscale("log")
+    axes.set_title(landscape.name)
+    axes.legend()
+    figure.tight_layout()
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as exc:
+        raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,229 @@
+"""The kernel-family seam: everything generic code (space, search, measuring, store,
+lookup, tuning, CLI) may know about an operator.
+
+A family is one descriptor, the way CLBlast describes each tunable kernel in one place:
+its space file, its template, its problem type (key fields, seeded test data, a float64
+reference, a tolerance, flops and bytes moved), and how a config renders to a launchable
+`KernelVariant` and binds to buffers. Generic code never names a family's knobs or key
+fields; it asks the descriptor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.resources import resource_path
+from autotune.space import Config, SearchSpace
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """Source plus everything a host needs to build and launch it."""
+
+    source: str
+    kernel_name: str
+    local_size: tuple[int, ...]
+    work_per_item: tuple[int, ...]  # outputs per work-item along each launch dimension
+    build_options: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+    family: str = ""
+    render_key: dict[str, Any] = field(default_factory=dict)  # problem fields compiled in
+
+    def global_size(self, extent: tuple[int, ...]) -> tuple[int, ...]:
+        """roundup(ceil(extent[d] / work_per_item[d]), local_size[d]) for each d."""
+        sizes = []
+        for out, work, local in zip(extent, self.work_per_item, self.local_size, strict=True):
+            items = -(-out // work)
+            sizes.append(-(-items // local) * local)
+        return tuple(sizes)
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything that decides what runs: a stored time is this kernel's only while
+        the fingerprint matches (a newer template may render the same config otherwise)."""
+        what_runs = [self.source, list(self.build_options), self.kernel_name]
+        what_runs += [list(self.local_size), list(self.work_per_item)]
+        return hashlib.sha256(json.dumps(what_runs).encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for name in ("local_size", "work_per_item", "build_options"):
+            data[name] = list(data[name])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelVariant:
+        return cls(
+            source=data["source"],
+            kernel_name=data["kernel_name"],
+            local_size=tuple(data["local_size"]),
+            work_per_item=tuple(data["work_per_item"]),
+            build_options=tuple(data.get("build_options", ())),
+            config=dict(data.get("config", {})),
+            family=data.get("family", ""),
+            render_key=dict(data.get("render_key", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Problem(ABC):
+    """One tuning problem of a family: its key fields (frozen dataclass fields other
+    than `seed`) and seeded data. Subclasses are frozen dataclasses."""
+
+    family: ClassVar[str]
+    size_fields: ClassVar[tuple[str, ...]]  # the key fields that give the data's size
+
+    def key(self) -> dict[str, Any]:
+        """The fields that name the problem in the store (everything but the seed)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "seed"}
+
+    @property
+    def size(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in self.size_fields)
+
+    def kind(self) -> dict[str, Any]:
+        """The key without its size: problems of one kind can share a tuned kernel."""
+        return {k: v for k, v in self.key().items() if k not in self.size_fields}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    @abstractmethod
+    def flops(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def min_bytes(self) -> int:
+        """Bytes a kernel must move at least (read every input once, write the output)."""
+
+    @property
+    @abstractmethod
+    def launch_extent(self) -> tuple[int, ...]:
+        """Outputs along each launch dimension (global size before tiling)."""
+
+    @abstractmethod
+    def inputs(self) -> dict[str, np.ndarray]:
+        """Seeded input arrays by argument name (the same for every trial of a problem)."""
+
+    @property
+    @abstractmethod
+    def output_shape(self) -> tuple[int, ...]: ...
+
+    @abstractmethod
+    def reference(self) -> np.ndarray:
+        """The right answer in float64, from `inputs()`."""
+
+    @abstractmethod
+    def tolerance(self) -> float:
+        """The largest error a correct float32 kernel can make on `inputs()`."""
+
+    @abstractmethod
+    def label(self) -> str:
+        """How people name the problem in one line (`F=5 96x64`)."""
+
+
+class KernelFamily(ABC):
+    """One operator: its space, template, problem type, rendering and adapters."""
+
+    name: ClassVar[str]
+    space_file: ClassVar[str]  # under search_spaces/
+    template: ClassVar[str]  # under templates/
+    problem_type: ClassVar[type[Problem]]
+    description: ClassVar[str]
+
+    @functools.cached_property
+    def space(self) -> SearchSpace:
+        return SearchSpace.load(resource_path("search_spaces", self.space_file))
+
+    def problem(self, key: Mapping[str, Any], seed: int = 0) -> Problem:
+        """A problem from its stored key; a key this family does not know is bad input."""
+        names = {f.name for f in dataclasses.fields(self.problem_type)} - {"seed"}
+        if set(key) != names:
+            raise UsageError(f"a {self.name} problem has the fields {sorted(names)}, got {sorted(key)}")
+        return self.problem_type(**key, seed=seed)  # type: ignore[call-arg]
+
+    def violations(self, config: Config, problem: Problem, device: object | None = None) -> list[str]:
+        return self.space.violations(config, problem.key(), device)
+
+    def read_config(self, stored: str | Mapping[str, Any]) -> Config | None:
+        """A stored config as today's space reads it (knobs added since take their
+        defaults); None for one written for another space."""
+        config = json.loads(stored) if isinstance(stored, str) else dict(stored)
+        try:
+            return self.space.complete(config)
+        except UsageError:
+            return None
+
+    @abstractmethod
+    def render(self, config: Config, problem: Problem, values: Any = None) -> KernelVariant:
+        """The kernel for one point of the space on this problem (pure; raises
+        UsageError for a point that cannot exist). `values`: the input a kernel that
+        does not serve any data is compiled for (default: the problem's seeded data)."""
+
+    @abstractmethod
+    def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
+        """Kernel arguments in the family's ABI order; `buffers` holds one device buffer
+        per name of `problem.inputs()`, and `output`."""
+
+    def global_size(self, variant: KernelVariant, problem: Problem) -> tuple[int, ...]:
+        return variant.global_size(problem.launch_extent)
+
+    def serves_any_data(self, config: Config) -> bool:
+        """False for kernels compiled for one input's values (they need that input to
+        render, and are right for it alone)."""
+        return True
+
+    # Words for a kernel compiled for one input's values, used in messages.
+    one_input_kernel: ClassVar[str] = "is compiled for one input's values"
+    any_input_kernel: ClassVar[str] = "serves any input"
+    values_option: ClassVar[str] = "--values"
+    values_needed: ClassVar[str] = "the best kernel is compiled for one input's values: give them"
+
+    def describe_kind(self, kind: Mapping[str, Any]) -> str:
+        """A problem kind in one short phrase (`F=5`); unique per kind."""
+        return ",".join(f"{k}={v}" for k, v in kind.items())
+
+    def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
+        """Problem fields that T4 results put beside a trial's knobs."""
+        return {k: v for k, v in key.items() if k not in self.problem_type.size_fields}
+
+    def run_key(self, problems: list[Problem]) -> dict[str, Any]:
+        """What names a search's problems in its run key (two equal keys: the same search)."""
+        return {"problems": [p.key() for p in problems]}
+
+    def warm_start_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float:
+        """How far another kind's winners are from this kind's: nearer ones start first."""
+        return 0.0
+
+    def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
+        """What a manifest adds for this family (its ABI, how to launch)."""
+        return {}
+
+    def export_stem(self, variant: KernelVariant) -> str:
+        return f"{self.name}_{variant.fingerprint[:12]}"
+
+    def any_data_twin(self, config: Config, problem: Problem, device: object) -> Config:
+        """The nearest config that serves any input, for a config that does not."""
+        return config
+
+    def fallback(self, problem: Problem, device: object) -> Config:
+        """The config for a problem never tuned on a compatible device."""
+        assert self.space.fallback is not None, f"{self.space_file} declares no [fallback]"
+        return dict(self.space.fallback.config)
+
+
+def size_distance(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    """How far apart two data sizes are: |log| of the ratio of their element counts."""
+    return abs(math.log(math.prod(a) / math.prod(b)))

@@ -1,0 +1,67 @@
+"""Reading what people ask the convolution family for: filter widths, output sizes and
+filters from .npy files, each checked with one clear error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.families.conv2d.render import MAX_FILTER_WIDTH
+
+CPU_IMAGE = (2048, 2048)  # default output size on CPUs
+GPU_IMAGE = (4096, 4096)  # and elsewhere
+
+
+def parse_filter_widths(text: str) -> list[int]:
+    widths = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise UsageError(f"--filter-width takes a comma list of positive integers, got {text!r}")
+        width = int(part)
+        if width < 1 or width > MAX_FILTER_WIDTH:
+            raise UsageError(f"filter width must be from 1 to {MAX_FILTER_WIDTH}, got {width}")
+        widths.append(width)
+    return list(dict.fromkeys(widths))
+
+
+def parse_image_size(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--image-size takes WIDTHxHEIGHT, e.g. 2048x2048, got {text!r}")
+    width, height = (int(p) for p in parts)
+    if not (1 <= width <= 65536 and 1 <= height <= 65536):
+        raise UsageError(f"image size must be from 1x1 to 65536x65536, got {text!r}")
+    return width, height
+
+
+def default_image_size(device: Any) -> tuple[int, int]:
+    return CPU_IMAGE if device.is_cpu else GPU_IMAGE
+
+
+def image_size(text: str | None, device: Any, widths: list[int]) -> tuple[int, int]:
+    """The output size asked for, or the device type's default; every width must fit."""
+    size = parse_image_size(text) if text else default_image_size(device)
+    for width in widths:
+        if width > min(size):
+            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
+    return size
+
+
+def load_npy(label: str, path: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise UsageError(f"{label} {path} is not a readable .npy file: {exc}") from None
+
+
+def load_filter(path: str) -> np.ndarray:
+    """A square filter of real numbers from a .npy file, as float32."""
+    taps = load_npy("--filter", path)
+    if taps.ndim != 2 or taps.shape[0] != taps.shape[1] or taps.dtype.kind not in "fiu":
+        raise UsageError(
+            f"--filter {path} must hold a square array of numbers, got {taps.dtype} {taps.shape}"
+        )
+    return taps.astype(np.float32)

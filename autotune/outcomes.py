@@ -1,0 +1,92 @@
+"""What a trial can end as, where it came from, and how long to time it: the words
+the worker, the tuner, the store and the CLI share."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ERROR_TEXT_LIMIT = 4000
+
+
+class Status(enum.StrEnum):
+    OK = "ok"
+    INVALID = "invalid"  # rejected before compiling: breaks a rule of the space
+    COMPILE_ERROR = "compile_error"
+    LAUNCH_ERROR = "launch_error"
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+
+class Origin(enum.StrEnum):
+    """Why a trial was run. `cached` and `retime` rows repeat an earlier measurement's
+    point: they are never a point's first measurement."""
+
+    PRESET = "preset"  # a seed kernel of the family
+    WARM = "warm"  # another problem's best on this device
+    SAMPLER = "sampler"
+    CACHED = "cached"  # answered from an earlier measurement, not run
+    RETIME = "retime"  # the top few timed again, interleaved
+
+    @property
+    def first_measurement(self) -> bool:
+        return self not in (Origin.CACHED, Origin.RETIME)
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    """When to stop repeating: enough runs and enough total time, or a cap."""
+
+    min_runs: int = 5
+    min_time_s: float = 0.1
+    max_runs: int = 500
+    max_time_s: float = 2.0
+
+
+@dataclass
+class Measurement:
+    status: Status
+    error: str | None = None
+    time_ms: float | None = None  # median
+    min_ms: float | None = None
+    max_ms: float | None = None
+    runs: int = 0
+    compile_ms: float | None = None
+    max_error: float | None = None
+    times_ms: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        data = dict(data)
+        data["status"] = Status(data["status"])
+        return cls(**data)
+
+
+@dataclass
+class Compiled:
+    """A variant built ahead: its binary, or why it could not be built."""
+
+    status: Status
+    binary: bytes | None = None
+    compile_ms: float | None = None
+    error: str | None = None
+
+    def as_failure(self) -> Measurement:
+        return Measurement(self.status, error=self.error, compile_ms=self.compile_ms)
+
+
+def clip(text: str) -> str:
+    """Error text short enough to store: its end, where compilers put the cause."""
+    text = text.strip()
+    return text if len(text) <= ERROR_TEXT_LIMIT else "..." + text[-ERROR_TEXT_LIMIT:]

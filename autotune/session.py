@@ -1,0 +1,216 @@
+"""The measuring worker's child side: one device context, the current problem's
+buffers; compile, verify against the family's reference, time with profiling events.
+
+Runs in `python -m autotune.worker`, a process that may die with the variant it runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import statistics
+import time
+import traceback
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from autotune.families import get_family, problem_from_dict
+from autotune.families.base import KernelVariant, Problem
+from autotune.outcomes import Measurement, Status, TimingPolicy, clip
+
+# Output elements after the output that a correct kernel never touches.
+CANARY_ELEMENTS = 4096
+CANARY_VALUE = -7.25e30
+
+
+class Session:
+    def __init__(self, device_index: int) -> None:
+        import pyopencl as cl
+
+        from autotune.devices import open_device
+
+        self.cl = cl
+        _, device = open_device(device_index)
+        self.device = device
+        self.context = cl.Context([device])
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.problem: Problem | None = None
+
+    def _prepare(self, problem: Problem) -> None:
+        if problem == self.problem:
+            return
+        cl, mf = self.cl, self.cl.mem_flags
+        self.reference = problem.reference()
+        self.tolerance = problem.tolerance()
+        self.buffers = {
+            name: cl.Buffer(
+                self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array)
+            )
+            for name, array in problem.inputs().items()
+        }
+        n_out = self.reference.size
+        self.blank = np.full(n_out + CANARY_ELEMENTS, np.nan, dtype=np.float32)
+        self.blank[n_out:] = CANARY_VALUE
+        self.buffers["output"] = cl.Buffer(self.context, mf.READ_WRITE, size=self.blank.nbytes)
+        self.problem = problem
+
+    def compile(self, variant: KernelVariant) -> dict[str, Any]:
+        """Build from source; the binary lets the measuring worker skip the compiler."""
+        cl = self.cl
+        start = time.perf_counter()
+        try:
+            program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
+            cl.Kernel(program, variant.kernel_name)
+        except (cl.Error, cl.RuntimeError) as exc:
+            return {"error": clip(str(exc)), "compile_ms": (time.perf_counter() - start) * 1e3}
+        compile_ms = (time.perf_counter() - start) * 1e3
+        return {"binary": base64.b64encode(program.binaries[0]).decode(), "compile_ms": compile_ms}
+
+    def _build(self, variant: KernelVariant, binary: bytes | None) -> Any:
+        cl = self.cl
+        if binary is not None:
+            try:
+                program = cl.Program(self.context, [self.device], [binary]).build(
+                    options=list(variant.build_options)
+                )
+                return cl.Kernel(program, variant.kernel_name)
+            except (cl.Error, cl.RuntimeError):
+                pass  # a binary the driver will not take back: compile the source instead
+        program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
+        return cl.Kernel(program, variant.kernel_name)
+
+    def _verify(self, result: np.ndarray, compile_ms: float | None) -> Measurement | float:
+        """The first run's output against the reference: a failure, or the max error."""
+        n_out = self.reference.size
+        if not np.all(result[n_out:] == CANARY_VALUE):
+            return Measurement(
+                Status.WRONG_RESULT, compile_ms=compile_ms, error="wrote past the end of the output buffer"
+            )
+        out = result[:n_out].reshape(self.reference.shape)
+        difference = np.abs(out - self.reference)
+        if not np.all(np.isfinite(difference)):
+            where = tuple(int(i) for i in np.argwhere(~np.isfinite(difference))[0][::-1])
+            return Measurement(
+                Status.WRONG_RESULT,
+                compile_ms=compile_ms,
+                error=f"output {where} is {out[where[::-1]]} (not written or not finite)",
+            )
+        max_error = float(difference.max())
+        if max_error > self.tolerance:
+            index = np.unravel_index(int(difference.argmax()), difference.shape)
+            where = tuple(int(i) for i in index[::-1])
+            return Measurement(
+                Status.WRONG_RESULT,
+                compile_ms=compile_ms,
+                max_error=max_error,
+                error=f"max error {max_error:.3g} > tolerance {self.tolerance:.3g}"
+                f" at output {where}: got {out[index]:.6g}, expected {self.reference[index]:.6g}",
+            )
+        return max_error
+
+    def measure(
+        self,
+        variant: KernelVariant,
+        problem: Problem,
+        policy: TimingPolicy,
+        binary: bytes | None = None,
+        compile_ms: float | None = None,
+    ) -> Measurement:
+        cl = self.cl
+        family = get_family(problem.family)
+        self._prepare(problem)
+        start = time.perf_counter()
+        try:
+            kernel = self._build(variant, binary)
+        except (cl.Error, cl.RuntimeError) as exc:
+            return Measurement(Status.COMPILE_ERROR, error=clip(str(exc)))
+        if compile_ms is None:
+            compile_ms = (time.perf_counter() - start) * 1e3
+        kernel.set_args(*family.arguments(variant, problem, self.buffers))
+        global_size = family.global_size(variant, problem)
+
+        def launch() -> Any:
+            return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, variant.local_size)
+
+        # First run: warm-up and verification against the reference.
+        try:
+            cl.enqueue_copy(self.queue, self.buffers["output"], self.blank).wait()
+            launch().wait()
+            result = np.empty_like(self.blank)
+            cl.enqueue_copy(self.queue, result, self.buffers["output"]).wait()
+        except (cl.Error, cl.RuntimeError) as exc:
+            return Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)), compile_ms=compile_ms)
+        verdict = self._verify(result, compile_ms)
+        if isinstance(verdict, Measurement):
+            return verdict
+        try:
+            times = _time(launch, policy)
+        except (cl.Error, cl.RuntimeError) as exc:
+            return Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)), compile_ms=compile_ms)
+        return Measurement(
+            Status.OK,
+            time_ms=statistics.median(times),
+            min_ms=min(times),
+            max_ms=max(times),
+            runs=len(times),
+            compile_ms=compile_ms,
+            max_error=verdict,
+            times_ms=times,
+        )
+
+
+def _time(launch: Any, policy: TimingPolicy) -> list[float]:
+    """Kernel times in ms, each from its own profiling event, launched in batches until
+    the policy has enough runs and enough total time (or hits a cap)."""
+    times: list[float] = []
+    batch = 1
+    while True:
+        events = [launch() for _ in range(batch)]
+        events[-1].wait()
+        times += [(e.profile.end - e.profile.start) * 1e-6 for e in events]
+        total_s = sum(times) * 1e-3
+        if len(times) >= policy.max_runs or total_s >= policy.max_time_s:
+            return times
+        if len(times) >= policy.min_runs and total_s >= policy.min_time_s:
+            return times
+        per_run_s = max(total_s / len(times), 1e-7)
+        wanted = max(policy.min_runs - len(times), int((policy.min_time_s - total_s) / per_run_s) + 1)
+        batch = max(1, min(wanted, 64, policy.max_runs - len(times)))
+
+
+def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
+    """Worker process main loop: one JSON line in, one JSON line out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+
+    def reply(data: dict[str, Any]) -> None:
+        results.write(json.dumps(data).encode() + b"\n")
+        results.flush()
+
+    try:
+        session = Session(device_index)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, not raised
+        reply({"fatal": f"cannot open device {device_index}: {exc}"})
+        return
+    reply({"ready": True})
+    for line in commands:
+        message = json.loads(line)
+        if message is None:
+            return
+        variant = KernelVariant.from_dict(message["variant"])
+        try:
+            if message["op"] == "compile":
+                reply(session.compile(variant))
+                continue
+            binary = base64.b64decode(message["binary"]) if message.get("binary") else None
+            result = session.measure(
+                variant,
+                problem_from_dict(message["problem"]),
+                TimingPolicy(**message["policy"]),
+                binary=binary,
+                compile_ms=message.get("compile_ms"),
+            )
+        except Exception:  # noqa: BLE001 - any surprise is this variant's failure
+            result = Measurement(Status.CRASHED, error=clip(traceback.format_exc()))
+        reply(result.to_dict())

@@ -1,0 +1,356 @@
+"""Tune kernels of one family on a device: the search loop per problem, every trial
+persisted.
+
+Order per problem: the family's seed presets (so the result is never worse than the
+seed kernels), then the best configs of other problems on the same device (warm
+start), then the sampler. Points already measured for this device and problem are
+answered from the ledger. The loop per problem is ask -> compile ahead -> measure ->
+record; at the end the top few are re-timed interleaved and the winner becomes the best
+kernel for (device, problem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from autotune import __version__
+from autotune.compiler import CompilePool, default_compilers
+from autotune.devices import DeviceInfo
+from autotune.errors import AutotuneError
+from autotune.evaluate import Evaluator
+from autotune.families import KernelFamily, KernelVariant, Problem
+from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
+from autotune.search import DEFAULT_SAMPLER, Search
+from autotune.space import Config
+from autotune.store import Store, config_key
+from autotune.tune.ledger import Ledger
+from autotune.tune.retime import cross_check, retime
+from autotune.tune.summary import ProblemResult, summarise
+
+WARM_START_PROBLEMS = 8  # warm start: best configs of up to this many other problems
+
+
+@dataclass(frozen=True)
+class Budget:
+    trials: int | None = 60  # per problem, counting measured and cached points
+    time_s: float | None = None  # for the whole search, shared among problems
+
+
+class StopFlag:
+    """Ctrl-C once: finish the current trial, then stop. Twice: stop now."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @contextmanager
+    def installed(self) -> Iterator[StopFlag]:
+        def handler(signum: int, frame: Any) -> None:
+            if self.requested:
+                raise KeyboardInterrupt
+            self.requested = True
+
+        try:
+            previous = signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread: no signal handling
+            yield self
+            return
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class _Pending:
+    """A point asked of the sampler, waiting for its turn on the device."""
+
+    trial: Any
+    config: Config
+    key: str
+    origin: Origin
+    variant: KernelVariant | None = None
+    future: Future[Compiled] | None = None
+
+
+class Tuner:
+    def __init__(
+        self,
+        store: Store,
+        device_index: int,
+        device: DeviceInfo,
+        family: KernelFamily,
+        problems: list[Problem],
+        sampler: str = DEFAULT_SAMPLER,
+        seed: int = 0,
+        budget: Budget | None = None,
+        policy: TimingPolicy | None = None,
+        retime_top: int = 3,
+        retime_rounds: int = 3,
+        fresh: bool = False,
+        listener: Listener | None = None,
+        compilers: int | None = None,
+    ) -> None:
+        self.store = store
+        self.device_index = device_index
+        self.device = device
+        self.family = family
+        self.problems = problems
+        self.sampler = sampler
+        self.seed = seed
+        self.budget = budget or Budget()
+        self.policy = policy
+        self.retime_top = retime_top
+        self.retime_rounds = retime_rounds
+        self.fresh = fresh
+        self.compilers = compilers  # processes compiling ahead; None: all but one core on GPUs, none on CPUs
+        self.compile_pool: CompilePool | None = None
+        self.listener = listener or (lambda kind, data: None)
+        self.stop = StopFlag()
+        self.run_id: int | None = None
+        self.resumed = False
+        self.already_finished = False
+        self.device_id: int | None = None
+
+    # -- the run ----------------------------------------------------------------
+
+    def _run_key(self) -> str:
+        return json.dumps(
+            {
+                **self.family.run_key(self.problems),
+                "sampler": self.sampler,
+                "seed": self.seed,
+                "trials": self.budget.trials,
+                "time": self.budget.time_s,
+                "space": self.family.space.fingerprint,
+            },
+            sort_keys=True,
+        )
+
+    def _start(self) -> bool:
+        """Open this search's run (resumed, or new); False if it is already finished."""
+        self.device_id = self.store.device_id(self.device)
+        key = self._run_key()
+        previous = None if self.fresh else self.store.latest_run(self.device_id, key)
+        if previous is not None and previous.status == "finished":
+            # The same search is already done: report it instead of measuring again.
+            self.run_id, self.already_finished = previous.id, True
+            self.listener("run", {"run_id": self.run_id, "resumed": False, "finished": True})
+            return False
+        if previous is not None:
+            self.run_id, self.resumed = previous.id, True
+            self.store.set_run_status(previous.id, "running")
+        else:
+            self.run_id = self.store.start_run(
+                device_id=self.device_id,
+                key=key,
+                family=self.family.name,
+                problems=json.dumps([p.key() for p in self.problems], separators=(",", ":")),
+                sampler=self.sampler,
+                seed=self.seed,
+                trials_budget=self.budget.trials,
+                time_budget_s=self.budget.time_s,
+                tool_version=__version__,
+            ).id
+        self.listener("run", {"run_id": self.run_id, "resumed": self.resumed, "finished": False})
+        return True
+
+    def run(self) -> list[ProblemResult]:
+        if not self._start():
+            return [self.summary(problem) for problem in self.problems]
+        assert self.run_id is not None
+        results: list[ProblemResult] = []
+        deadline = time.monotonic() + self.budget.time_s if self.budget.time_s else None
+        try:
+            compilers = self.compilers
+            if compilers is None:
+                compilers = 0 if self.device.is_cpu else default_compilers()
+            with (
+                self.stop.installed(),
+                Evaluator(self.device_index, self.family, policy=self.policy) as evaluator,
+                CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,
+            ):
+                self.compile_pool = pool
+                for position, problem in enumerate(self.problems):
+                    share = None
+                    if deadline is not None:
+                        left = max(0.0, deadline - time.monotonic())
+                        share = time.monotonic() + left / (len(self.problems) - position)
+                    results.append(self._tune(evaluator, problem, share))
+                    if self.stop.requested:
+                        break
+                for index, problem in enumerate(self.problems[: len(results)]):
+                    if self.stop.requested or (deadline is not None and time.monotonic() >= deadline):
+                        break
+                    if self._cross_check(evaluator, problem):
+                        results[index] = self.summary(problem)
+        except BaseException as exc:
+            # Record how it ended if the database still can; the error itself goes on up.
+            with contextlib.suppress(AutotuneError):
+                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                self.store.set_run_status(self.run_id, status)
+            raise
+        self.store.set_run_status(self.run_id, "interrupted" if self.stop.requested else "finished")
+        return results
+
+    def _ledger(self, problem: Problem) -> Ledger:
+        assert self.device_id is not None and self.run_id is not None
+        problem_id = self.store.problem_id(self.family.name, problem.key())
+        return Ledger(self.store, self.family, problem, self.device_id, problem_id, self.run_id)
+
+    def _label(self, problem: Problem) -> str:
+        return self.family.describe_kind(problem.kind())
+
+    def _compile_ahead(self, variant: KernelVariant) -> Future[Compiled] | None:
+        return self.compile_pool.submit(variant) if self.compile_pool is not None else None
+
+    # -- one problem --------------------------------------------------------------
+
+    def _tune(self, evaluator: Evaluator, problem: Problem, deadline: float | None) -> ProblemResult:
+        family, label = self.family, self._label(problem)
+        ledger = self._ledger(problem)
+        result = ProblemResult(problem, label)
+        search = Search(
+            family.space,
+            self.sampler,
+            self.seed + _seed_offset(problem),
+            valid=lambda c: not family.violations(c, problem, self.device),
+        )
+        for key, trial in ledger.first.items():
+            if trial.status != Status.INVALID:
+                search.add_history(json.loads(key), trial.time_ms if trial.status == Status.OK else None)
+        queued: dict[str, Origin] = {}  # config key -> why it goes first
+        for preset in family.space.presets.values():
+            queued.setdefault(config_key(preset.config), Origin.PRESET)
+        for config in self._winners_elsewhere(problem):
+            queued.setdefault(config_key(config), Origin.WARM)
+        measured_here = ledger.keys_in_run()
+        for key in queued:
+            if key not in measured_here:
+                search.enqueue(json.loads(key))
+
+        total = self.budget.trials
+        result.trials, result.failures = ledger.counted()
+        self.listener("problem", {"label": label, "problem": problem, "total": total, "done": result.trials})
+        lookahead = self.compile_pool.size if self.compile_pool is not None else 1
+        pending: deque[_Pending] = deque()
+        asking = True
+        while not self.stop.requested and (total is None or result.trials < total):
+            # Keep `lookahead` valid points in flight: their compiles run while one is timed.
+            while (
+                asking
+                and len(pending) < lookahead
+                and (total is None or result.trials + len(pending) < total)
+            ):
+                asked = None
+                if not (deadline is not None and time.monotonic() >= deadline) and not search.exhausted:
+                    asked = search.ask()  # only valid points; None once every one is measured
+                if asked is None:
+                    asking = False
+                    break
+                optuna_trial, config = asked
+                key = config_key(config)
+                item = _Pending(optuna_trial, config, key, queued.pop(key, Origin.SAMPLER))
+                if key not in ledger.first and all(p.key != key for p in pending):
+                    item.variant = family.render(config, problem)
+                    item.future = self._compile_ahead(item.variant)
+                pending.append(item)
+            if not pending:
+                break
+            item = pending.popleft()
+            if item.key in ledger.first:
+                record = ledger.record_cached(ledger.first[item.key], result.trials)
+            else:
+                variant = item.variant or family.render(item.config, problem)
+                m = evaluator.measure(variant, problem, item.future)
+                record = ledger.record(
+                    m, item.config, item.key, item.origin, result.trials, variant.fingerprint
+                )
+            search.tell(item.trial, record.time_ms if record.status == Status.OK else None)
+            result.trials += 1
+            if record.status != Status.OK:
+                result.failures[record.status] += 1
+            self.listener(
+                "trial",
+                {
+                    "label": label,
+                    "trial": record,
+                    "done": result.trials,
+                    "total": total,
+                    "failures": dict(result.failures),
+                },
+            )
+        for item in pending:  # asked but not needed: budget, time or Ctrl-C
+            if item.future is not None:
+                item.future.cancel()
+
+        result.interrupted = self.stop.requested
+        if not self.stop.requested:
+            retime(ledger, evaluator, self.retime_top, self.retime_rounds, lambda: self.stop.requested)
+        summarise(ledger, result)
+        self.listener("problem_done", {"label": label, "result": result})
+        return result
+
+    def _cross_check(self, evaluator: Evaluator, problem: Problem) -> bool:
+        """Try the other problems' winners that this one has not measured (re-timing the
+        top few if one beat its best); True if any was measured. A problem tuned early
+        never saw the winners of problems tuned after it (F = 17 goes before 33, whose
+        winner is also fast at 17)."""
+        ledger, label = self._ledger(problem), self._label(problem)
+
+        def on_trial(record: Any, done: int, total: int) -> None:
+            self.listener("cross_check", {"label": label, "trial": record, "done": done, "total": total})
+
+        tried, improved = cross_check(
+            ledger,
+            evaluator,
+            self._winners_elsewhere(problem),
+            self._compile_ahead,
+            lambda: self.stop.requested,
+            on_trial,
+        )
+        if improved and not self.stop.requested:
+            retime(ledger, evaluator, self.retime_top, self.retime_rounds, lambda: self.stop.requested)
+        return tried > 0
+
+    def _winners_elsewhere(self, problem: Problem) -> list[Config]:
+        """Best configs of this device for other problems of the family at the same size,
+        nearest kind first. Far ones count too: F = 33's winner is also fast at F = 17
+        and leads the search into a region it would not reach from F = 9 or 11."""
+        kind = problem.kind()
+        rows = []
+        for best, _, row in self.store.best(device_id=self.device_id, family=self.family.name):
+            other = self.family.problem(row.fields)
+            config = self.family.read_config(best.config)
+            if other.kind() != kind and other.size == problem.size and config is not None:
+                rows.append((self.family.warm_start_distance(kind, other.kind()), config))
+        rows.sort(key=lambda item: item[0])
+        configs: list[Config] = []
+        for _, config in rows:
+            if config not in configs:
+                configs.append(config)
+        return configs[:WARM_START_PROBLEMS]
+
+    def summary(self, problem: Problem) -> ProblemResult:
+        """What the run found for a problem, from the store alone."""
+        ledger = self._ledger(problem)
+        result = ProblemResult(problem, self._label(problem))
+        result.trials, result.failures = ledger.counted()
+        return summarise(ledger, result)
+
+
+def _seed_offset(problem: Problem) -> int:
+    """Each problem's sampler gets its own seed: the first integer key field (for
+    convolution the filter width, as release 0.1.0 did)."""
+    return next((v for v in problem.key().values() if type(v) is int), 0)

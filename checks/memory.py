@@ -41,9 +41,9 @@ VECTOR_STORE_FALSE_POSITIVE = ("Uninitialized value written to global memory", "
 
 
 def cases() -> list[tuple[dict, int, tuple[int, int]]]:
-    from autotune.space import convolution_space
+    from autotune.families.conv2d import CONV2D
 
-    space = convolution_space()
+    space = CONV2D.space
     base = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2}
     configs = [dict(p.config, local_x=8, local_y=4) for p in space.presets.values()]
     for name, knob in space.knobs.items():

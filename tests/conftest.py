@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -7,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from autotune.evaluate import Evaluator
-from autotune.worker import TimingPolicy
+from autotune.families.conv2d import CONV2D
+from autotune.outcomes import TimingPolicy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,7 +19,7 @@ FAST = TimingPolicy(min_runs=1, min_time_s=0.0, max_runs=2, max_time_s=0.5)
 
 @pytest.fixture(scope="session")
 def evaluator() -> Iterator[Evaluator]:
-    with Evaluator(0, policy=FAST, timeout_s=60) as ev:
+    with Evaluator(0, CONV2D, policy=FAST, timeout_s=60) as ev:
         yield ev
 
 
@@ -37,3 +39,13 @@ def run_cli(
         env=full_env,
         timeout=timeout,
     )
+
+
+def cli_json(*args: str, env: dict[str, str] | None = None) -> dict:
+    """Run a command with --json; check it succeeded and printed the envelope; its data."""
+    result = run_cli(*args, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    envelope = json.loads(result.stdout)
+    assert envelope["schema_version"] == 1 and envelope["command"] == args[0]
+    assert isinstance(envelope["data"], dict)
+    return envelope["data"]

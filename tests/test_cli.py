@@ -5,40 +5,33 @@ import json
 import numpy as np
 import pytest
 
+from autotune.families.conv2d import CONV2D
 from autotune.families.conv2d.render import generate
-from autotune.space import convolution_space
-from tests.conftest import run_cli
+from tests.conftest import cli_json, run_cli
 from tests.opencl_runner import run_kernel, scipy_valid
 
 
 def test_devices_json_lists_pocl_with_limits():
-    result = run_cli("devices", "--json")
-    assert result.returncode == 0, result.stderr
-    devices = json.loads(result.stdout)
+    devices = cli_json("devices")["devices"]
     assert [d["index"] for d in devices] == list(range(len(devices)))
     pocl = next(d for d in devices if "Portable" in d["platform"])
+    assert set(pocl) == {"index", "name", "vendor", "driver", "platform", "type", "limits"}
     for key in (
-        "platform",
-        "name",
-        "vendor",
-        "type",
         "compute_units",
         "max_work_group_size",
         "local_mem_size",
         "max_constant_buffer_size",
         "driver_version",
     ):
-        assert key in pocl
+        assert key in pocl["limits"]
     assert pocl["type"] == "CPU"
     table = run_cli("devices")
     assert table.returncode == 0 and "Portable" in table.stdout
 
 
 def test_space_json_matches_the_declaration():
-    result = run_cli("space", "--json")
-    assert result.returncode == 0, result.stderr
-    described = json.loads(result.stdout)
-    space = convolution_space()
+    described = cli_json("space")
+    space = CONV2D.space
     assert list(described["knobs"]) == list(space.knobs)
     assert set(described["presets"]) == set(space.presets)
     assert described["constraints"] and described["points"] == space.points()
@@ -50,7 +43,7 @@ def test_render_writes_what_a_host_needs(tmp_path):
     assert result.returncode == 0, result.stderr
     manifest = json.loads((tmp_path / "convolve_f7.json").read_text())
     source = (tmp_path / manifest["source"]).read_text()
-    assert source == generate(convolution_space().presets["float4"].config, 7).source
+    assert source == generate(CONV2D.space.presets["float4"].config, 7).source
     for key in (
         "kernel_name",
         "build_options",
@@ -81,6 +74,13 @@ def test_render_writes_what_a_host_needs(tmp_path):
     np.testing.assert_allclose(out, scipy_valid(image, filt), atol=1e-4)
 
 
+def test_render_json_names_what_it_wrote(tmp_path):
+    data = cli_json("render", "-f", "5", "--preset", "local", "--out", str(tmp_path), "-d", "0")
+    assert data["device"]["index"] == 0
+    assert [p.rsplit("/", 1)[-1] for p in data["written"]] == ["convolve_f5.cl", "convolve_f5.json"]
+    assert data["manifest"] == json.loads((tmp_path / "convolve_f5.json").read_text())
+
+
 def test_render_from_config_json(tmp_path):
     config = json.dumps({"filter_mode": "define", "work_x": 4, "work_y": 2, "unroll": "full"})
     result = run_cli("render", "-f", "3", "--config", config, "--out", str(tmp_path))
@@ -90,11 +90,9 @@ def test_render_from_config_json(tmp_path):
 
 
 def test_study_runs_on_pocl():
-    result = run_cli(
-        "study", "-d", "0", "-f", "3", "-s", "64x48", "--preset", "baseline", "--preset", "local", "--json"
-    )
-    assert result.returncode == 0, result.stderr
-    rows = json.loads(result.stdout)["rows"]
+    data = cli_json("study", "-d", "0", "-f", "3", "-s", "64x48", "--preset", "baseline", "--preset", "local")
+    assert data["device"]["index"] == 0
+    rows = data["rows"]
     assert {r["preset"] for r in rows} == {"baseline", "local"}
     assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in rows)
 

@@ -12,11 +12,11 @@ from scipy import ndimage
 
 import autotune
 from autotune import runtime
+from autotune.families.conv2d import CONV2D
 from autotune.families.conv2d.render import generate
-from autotune.lookup import fastest_reading_filter
-from autotune.space import convolution_space
+from autotune.lookup import fastest_serving_any_data
 from autotune.store import Store
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, cli_json, run_cli
 from tests.opencl_runner import run_kernel, scipy_valid
 
 
@@ -51,7 +51,7 @@ def test_exported_kernels_run_in_a_third_party_host(tuned_db, tmp_path):
         "export", "-d", "0", "--out", str(tmp_path), "--format", "cl,json,header,t4", "--db", url(tuned_db)
     )
     assert result.returncode == 0, result.stderr
-    best = {b["filter_width"]: b for b in json.loads(run_cli("best", "--db", url(tuned_db), "--json").stdout)}
+    best = {b["filter_width"]: b for b in cli_json("best", "--db", url(tuned_db))["kernels"]}
     rng = np.random.default_rng(11)
     for width in (3, 4):
         manifest = json.loads((tmp_path / f"convolve_f{width}.json").read_text())
@@ -160,7 +160,9 @@ def literal_best_db(tuned_db, tmp_path):
     path = tmp_path / "literal.db"
     shutil.copy(tuned_db, path)
     with sqlite3.connect(path) as connection:
-        problem = connection.execute("SELECT id FROM autotune_problems WHERE filter_width = 3").fetchone()[0]
+        problem = connection.execute(
+            "SELECT id FROM autotune_problems WHERE json_extract(key, '$.filter_width') = 3"
+        ).fetchone()[0]
         query = "SELECT config FROM autotune_best WHERE problem_id = ?"
         config = json.loads(connection.execute(query, (problem,)).fetchone()[0])
         config |= {"filter_mode": "define", "filter_space": "literal"}
@@ -181,9 +183,10 @@ def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_b
     choice = autotune.plan((30, 30), 3, db=db)
     assert choice.config["filter_space"] == "literal"
     store = Store(db)
-    fastest = fastest_reading_filter(store.trials(device_id=choice.device_id, problem_id=choice.problem_id))
+    trials = store.trials(device_id=choice.device_id, problem_id=choice.problem_id)
+    fastest = fastest_serving_any_data(trials, CONV2D)
     store.close()
-    reading = generate(convolution_space().complete(json.loads(fastest.config)), 3).source
+    reading = generate(CONV2D.read_config(fastest.config), 3).source
     rng = np.random.default_rng(8)
     image = rng.uniform(-1, 1, (33, 47)).astype(np.float32)
     a, b, c = (rng.uniform(-1, 1, (3, 3)).astype(np.float32) for _ in range(3))
@@ -242,9 +245,8 @@ def test_export_refuses_what_was_not_tuned(tuned_db, tmp_path):
 
 def test_best_says_which_fallback_answered(tuned_db, tmp_path):
     def level(*args, db=tuned_db):
-        result = run_cli("best", "-d", "0", *args, "--db", url(db), "--json")
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
+        (kernel,) = cli_json("best", "-d", "0", *args, "--db", url(db))["kernels"]
+        return kernel
 
     assert level("-f", "3")["fallback"] == "exact"
     assert level("-f", "3", "-s", "40x24")["fallback"] == "exact"
@@ -359,3 +361,30 @@ def test_convolve_command(tuned_db, tmp_path):
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "o.npy").exists()
+
+
+def test_every_json_output_is_one_envelope(tuned_db, tmp_path):
+    """Scripts read every command the same way: one envelope, one device object, `time_ms`."""
+    db = url(tuned_db)
+    rng = np.random.default_rng(4)
+    np.save(tmp_path / "in.npy", rng.uniform(-1, 1, (20, 30)).astype(np.float32))
+    np.save(tmp_path / "f.npy", rng.uniform(-1, 1, (3, 3)).astype(np.float32))
+    runs = cli_json("history", "--db", db)["runs"]
+    trials = cli_json("show", str(runs[0]["run_id"]), "--db", db)["trials"]
+    listed = cli_json("best", "--db", db)["kernels"]
+    answered = cli_json("best", "-d", "0", "-f", "3", "--db", db)["kernels"]
+    exported = cli_json("export", "-d", "0", "--out", str(tmp_path / "k"), "--db", db)
+    convolved = cli_json("convolve", str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--filter",
+                         str(tmp_path / "f.npy"), "--db", db)  # fmt: skip
+    rendered = cli_json("render", "-f", "3", "--preset", "local", "-d", "0", "--out", str(tmp_path / "r"))
+    devices = [runs[0]["device"], listed[0]["device"], answered[0]["device"]]
+    devices += [exported["device"], convolved["device"], rendered["device"]]
+    for device in devices:
+        assert set(device) == {"index", "name", "vendor", "driver", "platform", "type"}
+        assert (device["name"], device["driver"]) == (devices[-1]["name"], devices[-1]["driver"])
+    assert set(listed[0]) == set(answered[0])  # the same record, from the table or the ladder
+    assert answered[0]["fallback"] == "exact" and len(listed) == 2
+    for record in [*listed, *answered, *exported["kernels"], *trials]:
+        assert "time_ms" in record and not {"best_ms", "ms"} & set(record)
+    assert convolved["shape"] == [18, 28] and (tmp_path / "o.npy").exists()
+    assert sorted(Path(p).name for p in exported["written"])[:2] == ["autotune_kernels.h", "convolve_f3.cl"]

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from autotune.devices import device_info
 from autotune.errors import UsageError
+from autotune.families.conv2d import CONV2D
 from autotune.families.conv2d.render import _float_literal, generate, literal_filter
-from autotune.space import convolution_space
 from tests.opencl_runner import run_kernel, scipy_valid
 
-SPACE = convolution_space()
+SPACE = CONV2D.space
 DEVICE = device_info(0)
 AWKWARD_SIZES = [(1, 1), (2, 3), (3, 2), (7, 13), (13, 7), (17, 31), (31, 17), (67, 5), (5, 67), (37, 23)]
 

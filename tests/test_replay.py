@@ -73,7 +73,7 @@ def test_replay_is_deterministic_for_a_seed(tmp_path):
     second = run_cli("replay", path, "--budget", "30", "--repeats", "3", "--seed", "2", "--json")
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
-    result = json.loads(first.stdout)["results"][0]
+    result = json.loads(first.stdout)["data"]["results"][0]
     assert [b["budget"] for b in result["budgets"]] == [10, 20, 30]
 
 

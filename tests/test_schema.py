@@ -1,16 +1,25 @@
-"""A database written by the first released schema opens, upgrades and keeps every row."""
+"""Databases written by earlier schemas open, upgrade, keep every row and answer as before."""
 
 import json
 import shutil
 import sqlite3
 from pathlib import Path
 
-from autotune.space import convolution_space
-from autotune.store import SCHEMA_HEAD, VERSION_TABLE
-from tests.conftest import run_cli
+import numpy as np
+import pytest
 
-FIXTURE = Path(__file__).parent / "fixtures" / "schema_0001.db"
+import autotune
+from autotune.devices import device_info
+from autotune.families.conv2d import CONV2D
+from autotune.store import SCHEMA_HEAD, VERSION_TABLE
+from tests.conftest import cli_json, run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FIRST = FIXTURES / "schema_0001.db"
+SECOND = FIXTURES / "schema_0002.db"
+ANSWERS = FIXTURES / "schema_0002"  # what release 0.1.0 answered on SECOND (see its README)
 TABLES = ("autotune_devices", "autotune_problems", "autotune_runs", "autotune_trials", "autotune_best")
+UNCHANGED = ("autotune_devices", "autotune_trials", "autotune_best")
 
 
 def dump(path):
@@ -18,29 +27,144 @@ def dump(path):
         return {t: connection.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in TABLES}
 
 
+def problem_keys(path):
+    with sqlite3.connect(path) as connection:
+        return connection.execute("SELECT id, family, key FROM autotune_problems ORDER BY id").fetchall()
+
+
+def upgraded(source, tmp_path, as_this_device=False):
+    path = tmp_path / source.name
+    shutil.copy(source, path)
+    if as_this_device:
+        # The fixture was written on one machine's PoCL; make its device this machine's,
+        # so the lookup answers here as it did there.
+        info = device_info(0)
+        with sqlite3.connect(path) as connection:
+            connection.execute(
+                "UPDATE autotune_devices SET platform = ?, name = ?, vendor = ?, driver = ?",
+                (info.platform, info.name, info.vendor, info.driver_version),
+            )
+    return path
+
+
 def test_first_schema_upgrades_and_keeps_every_row(tmp_path):
-    path = tmp_path / "old.db"
-    shutil.copy(FIXTURE, path)
+    path = upgraded(FIRST, tmp_path)
     before = dump(path)
     assert all(before[t] for t in TABLES)
-    result = run_cli("history", "--db", f"sqlite:///{path}", "--json")
-    assert result.returncode == 0, result.stderr
-    assert [r["run_id"] for r in json.loads(result.stdout)] == [1]
+    runs = cli_json("history", "--db", f"sqlite:///{path}")["runs"]
+    assert [r["run_id"] for r in runs] == [1]
     after = dump(path)
-    for table in TABLES:
+    for table in UNCHANGED:
         # every old row, every old column (newer columns come after them)
         width = len(before[table][0])
         assert [row[:width] for row in after[table][: len(before[table])]] == before[table]
+    assert [(i, "conv2d", json.loads(k)) for i, _, k in problem_keys(path)] == [
+        (i, "conv2d", {"filter_width": f, "out_width": w, "out_height": h, "dtype": d})
+        for i, f, w, h, d in before["autotune_problems"]
+    ]
     with sqlite3.connect(path) as connection:
         # no kernel fingerprint on old rows: they are never reused as today's measurements
         fingerprinted = "SELECT COUNT(*) FROM autotune_trials WHERE kernel_sha IS NOT NULL"
         assert connection.execute(fingerprinted).fetchone() == (0,)
-    with sqlite3.connect(path) as connection:
         assert connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall() == [(SCHEMA_HEAD,)]
-    best = json.loads(run_cli("best", "--db", f"sqlite:///{path}", "--json").stdout)
+        assert connection.execute("PRAGMA foreign_key_check").fetchall() == []
+        (stored,) = connection.execute("SELECT config FROM autotune_best").fetchone()
+    best = cli_json("best", "--db", f"sqlite:///{path}")["kernels"]
     assert best and best[0]["filter_width"] == 3
     # Rows written before newer knobs existed are shown with those knobs' defaults.
-    with sqlite3.connect(path) as connection:
-        (stored,) = connection.execute("SELECT config FROM autotune_best").fetchone()
     assert not {"image_vector", "unroll_rows"} & set(json.loads(stored))
-    assert best[0]["config"] == convolution_space().complete(json.loads(stored))
+    assert best[0]["config"] == CONV2D.space.complete(json.loads(stored))
+
+
+def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
+    path = upgraded(SECOND, tmp_path, as_this_device=True)
+    db = f"sqlite:///{path}"
+    before = dump(path)
+    runs = cli_json("history", "--db", db)["runs"]
+    after = dump(path)
+    for table in UNCHANGED:
+        assert after[table] == before[table]
+    assert [(i, json.loads(k)) for i, _, k in problem_keys(path)] == [
+        (i, {"filter_width": f, "out_width": w, "out_height": h, "dtype": d})
+        for i, f, w, h, d in before["autotune_problems"]
+    ]
+    # runs: the same rows, their filter widths and size now a list of problem keys
+    old_runs = json.loads((ANSWERS / "history.json").read_text())
+    assert [(r["run_id"], r["status"], r["trials"], r["ok"]) for r in runs] == [
+        (r["run_id"], r["status"], r["trials"], r["ok"]) for r in old_runs
+    ]
+    for new, old in zip(runs, old_runs, strict=True):
+        assert new["problems"] == [f"F={w}" for w in old["filter_widths"].split(",")]
+        assert new["image_size"] == old["image_size"]
+
+    # best: every row, and the fallback ladder, as release 0.1.0 answered
+    old_best = json.loads((ANSWERS / "best_all.json").read_text())
+    new_best = cli_json("best", "--db", db)["kernels"]
+    fields = ("filter_width", "image_size", "time_ms", "gflops", "config", "trial_id", "fallback")
+    assert [[b[k] for k in fields] for b in new_best] == [[b[k] for k in fields] for b in old_best]
+    for name, args in (
+        ("best_d0_f3", ["-f", "3"]),
+        ("best_d0_f5", ["-f", "5"]),
+        ("best_d0_f7", ["-f", "7"]),
+        ("best_d0_f9", ["-f", "9"]),
+        ("best_d0_f5_64x48", ["-f", "5", "-s", "64x48"]),
+    ):
+        old = json.loads((ANSWERS / f"{name}.json").read_text())
+        (new,) = cli_json("best", "-d", "0", *args, "--db", db)["kernels"]
+        for key in ("filter_width", "image_size", "fallback", "config", "time_ms", "tuned_image_size"):
+            assert new[key] == old[key], (name, key)
+
+    # show: every trial of a run, in order
+    old_trials = json.loads((ANSWERS / "show_1.json").read_text())
+    new_trials = cli_json("show", "1", "--db", db)["trials"]
+    keys = ("trial_id", "filter_width", "origin", "status", "time_ms", "config", "error")
+    assert [[t[k] for k in keys] for t in new_trials] == [[t[k] for k in keys] for t in old_trials]
+
+    # export: the same sources, header and manifests (the manifest names its family now)
+    for out, args in (("export", []), ("export_64x48", ["-f", "5", "-s", "64x48", "--format", "cl,json"])):
+        result = run_cli("export", "-d", "0", "--out", str(tmp_path / out), *args, "--db", db)
+        assert result.returncode == 0, result.stderr
+        for old_file in (ANSWERS / out).iterdir():
+            new_file = tmp_path / out / old_file.name
+            if old_file.suffix == ".json":
+                old, new = json.loads(old_file.read_text()), json.loads(new_file.read_text())
+                assert new.pop("family") == "conv2d"
+                for manifest in (old, new):
+                    del manifest["device"]  # this machine's, not the fixture's
+                assert new == old
+            else:
+                assert new_file.read_text() == old_file.read_text(), old_file.name
+    expected_notes = [
+        line
+        for line in (ANSWERS / "export_stdout.txt").read_text().splitlines()
+        if not line.startswith("wrote")
+    ]
+    assert [line for line in result_lines(db, tmp_path) if not line.startswith("wrote")] == expected_notes
+
+
+def result_lines(db, tmp_path):
+    result = run_cli("export", "-d", "0", "--out", str(tmp_path / "again"), "--db", db)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("filter_width", [3, 5, 7, 9])
+def test_second_schema_convolves_as_before(tmp_path, filter_width):
+    db = f"sqlite:///{upgraded(SECOND, tmp_path, as_this_device=True)}"
+    image = np.load(ANSWERS / f"convolve_in_f{filter_width}.npy")
+    filt = np.load(ANSWERS / f"convolve_filter_f{filter_width}.npy")
+    old = json.loads((ANSWERS / "plans.json").read_text())[str(filter_width)]
+    choice = autotune.plan(image.shape, filter_width, db=db)
+    assert (choice.level, choice.config, choice.time_ms) == (old["level"], old["config"], old["time_ms"])
+    assert list(choice.tuned_size or []) == list(old["tuned_image_size"] or [])
+    out = autotune.convolve(image, filt, db=db)
+    # the same kernel on the same data: equal where the fixture was made, and within
+    # float32 rounding of it on other CPUs
+    np.testing.assert_allclose(out, np.load(ANSWERS / f"convolve_out_f{filter_width}.npy"), rtol=0, atol=1e-5)
+
+
+def test_a_finished_search_of_an_older_release_is_reported_not_repeated(tmp_path):
+    db = f"sqlite:///{upgraded(SECOND, tmp_path, as_this_device=True)}"
+    data = cli_json("search", "-d", "0", "-f", "3,5,7", "-s", "96x64", "--trials", "14", "--db", db)
+    assert data["run_id"] == 1
+    assert len(cli_json("history", "--db", db)["runs"]) == 2

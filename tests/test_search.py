@@ -11,9 +11,10 @@ import time
 
 import pytest
 
+from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.search import Search
-from autotune.space import SearchSpace, convolution_space
-from tests.conftest import ROOT, run_cli
+from autotune.space import SearchSpace
+from tests.conftest import ROOT, cli_json, run_cli
 
 SMALL = ["-d", "0", "-s", "40x24"]
 
@@ -38,18 +39,17 @@ def counted_trials(path, run_id):
 
 def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
     path = tmp_path / "tune.db"
-    result = run_cli(
-        "search", *SMALL, "-f", "3,4", "--trials", "12", "--sampler", "random", "--db", db_url(path), "--json"
+    summary = cli_json(
+        "search", *SMALL, "-f", "3,4", "--trials", "12", "--sampler", "random", "--db", db_url(path)
     )
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)
     assert [r["filter_width"] for r in summary["results"]] == [3, 4]
+    assert summary["device"]["index"] == 0
     for r in summary["results"]:
         # 12, plus the other width's winner where it was not among them
-        assert r["trials"] in (12, 13) and r["best_ms"] > 0 and r["baseline_ms"] > 0
+        assert r["trials"] in (12, 13) and r["time_ms"] > 0 and r["baseline_time_ms"] > 0
         assert r["best_seed_preset"] is not None
 
-    best = json.loads(run_cli("best", "--db", db_url(path), "--json").stdout)
+    best = cli_json("best", "--db", db_url(path))["kernels"]
     assert {b["filter_width"] for b in best} == {3, 4}
     for b in best:
         trial = rows(
@@ -60,7 +60,7 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
         retimed = rows(
             path,
             "SELECT config_key, time_ms FROM autotune_trials t JOIN autotune_problems p"
-            " ON t.problem_id = p.id WHERE origin = 'retime' AND p.filter_width = ?",
+            " ON t.problem_id = p.id WHERE origin = 'retime' AND json_extract(p.key, '$.filter_width') = ?",
             b["filter_width"],
         )
         by_config = {}
@@ -72,14 +72,15 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
         assert all(
             s == "ok" for (s,) in rows(path, "SELECT status FROM autotune_trials WHERE config = ?", trial[1])
         )
-    only3 = json.loads(run_cli("best", "--db", db_url(path), "-f", "3", "--json").stdout)
+    only3 = cli_json("best", "--db", db_url(path), "-f", "3")["kernels"]
     assert [b["filter_width"] for b in only3] == [3]
-    answer = json.loads(run_cli("best", "--db", db_url(path), "-f", "3", "-d", "0", "--json").stdout)
+    (answer,) = cli_json("best", "--db", db_url(path), "-f", "3", "-d", "0")["kernels"]
     assert answer["fallback"] == "exact" and answer["config"] == only3[0]["config"]
 
-    history = json.loads(run_cli("history", "--db", db_url(path), "--json").stdout)
+    history = cli_json("history", "--db", db_url(path))["runs"]
     assert len(history) == 1 and history[0]["status"] == "finished"
-    trials = json.loads(run_cli("show", str(history[0]["run_id"]), "--db", db_url(path), "--json").stdout)
+    assert history[0]["problems"] == ["F=3", "F=4"] and history[0]["family"] == "conv2d"
+    trials = cli_json("show", str(history[0]["run_id"]), "--db", db_url(path))["trials"]
     assert {t["origin"] for t in trials} >= {"preset", "retime"}
     assert all(t["error"] for t in trials if t["status"] != "ok")
     for command in (["best"], ["history"], ["show", "1"]):
@@ -87,11 +88,11 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
         assert shown.returncode == 0 and shown.stdout.strip(), shown.stderr
 
     # The same command again does not measure again.
-    again = run_cli(
-        "search", *SMALL, "-f", "3,4", "--trials", "12", "--sampler", "random", "--db", db_url(path), "--json"
+    again = cli_json(
+        "search", *SMALL, "-f", "3,4", "--trials", "12", "--sampler", "random", "--db", db_url(path)
     )
-    assert again.returncode == 0 and json.loads(again.stdout)["run_id"] == summary["run_id"]
-    assert len(json.loads(run_cli("history", "--db", db_url(path), "--json").stdout)) == 1
+    assert again["run_id"] == summary["run_id"]
+    assert len(cli_json("history", "--db", db_url(path))["runs"]) == 1
 
 
 def _start_search(path, trials, width="3", *extra):
@@ -294,7 +295,7 @@ def test_search_engine_is_generic():
 def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
     """The kernel space is too large to score every point, so the GP ranks a sample
     plus the best points' neighbourhoods; asks made before any tell never repeat."""
-    space = convolution_space()
+    space = CONV2D.space
     search = Search(space, "gp", seed=3, valid=lambda c: not space.violations(c, {"filter_width": 9}))
     fastest = {"work_x": 4, "work_y": 8, "filter_space": "local", "unroll": "full"}
 
@@ -441,7 +442,7 @@ def test_genetic_steps_combine_the_knobs_of_two_good_points():
 def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):
     """Forced onto PoCL (where it is off by default), compiling ahead keeps every rule."""
     path = tmp_path / "tune.db"
-    result = run_cli(
+    data = cli_json(
         "search",
         *SMALL,
         "-f",
@@ -454,11 +455,9 @@ def test_compile_ahead_pipeline_gives_the_same_kind_of_result(tmp_path):
         "2",
         "--db",
         db_url(path),
-        "--json",
     )
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)["results"][0]
-    assert summary["trials"] == 16 and summary["best_ms"] > 0
+    summary = data["results"][0]
+    assert summary["trials"] == 16 and summary["time_ms"] > 0
     assert counted_trials(path, 1) == 16
     measured = rows(
         path,
@@ -546,9 +545,9 @@ def test_a_failed_variant_can_never_become_best(tmp_path):
         ).returncode
         == 0
     )
-    best = json.loads(run_cli("best", "--db", db_url(path), "--json").stdout)
+    best = cli_json("best", "--db", db_url(path))["kernels"]
     assert best and all(b["config"] != planted for b in best)
-    answer = json.loads(run_cli("best", "-d", "0", "-f", "3", "--db", db_url(path), "--json").stdout)
+    (answer,) = cli_json("best", "-d", "0", "-f", "3", "--db", db_url(path))["kernels"]
     assert answer["config"] != planted
     export = tmp_path / "export"
     assert run_cli("export", "-d", "0", "--out", str(export), "--db", db_url(path)).returncode == 0
@@ -559,7 +558,8 @@ def test_many_processes_creating_one_database_at_once(tmp_path):
     """The first open of a new file (schema creation, switch to WAL) races cleanly."""
     for round_number in range(3):
         url = db_url(tmp_path / f"new{round_number}.db")
-        code = f"from autotune.store import Store; Store({url!r}).problem_id(3, 8, 8); print('ok')"
+        opened = f"Store({url!r}).problem_id('conv2d', {{'filter_width': 3}})"
+        code = f"from autotune.store import Store; {opened}; print('ok')"
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         processes = [
             subprocess.Popen(
@@ -587,7 +587,7 @@ def test_a_finished_search_is_reported_again_unless_the_space_changed(tmp_path):
     assert counted_trials(path, 1) == 6
 
     # The run as an older release (with a different space) would have written it.
-    fingerprint = convolution_space().fingerprint
+    fingerprint = CONV2D.space.fingerprint
     with sqlite3.connect(path) as db:
         db.execute("UPDATE autotune_runs SET key = replace(key, ?, 'an-older-space')", (fingerprint,))
     result = run_cli(*command)
@@ -602,18 +602,18 @@ def test_each_width_tries_winners_found_after_it_was_tuned(tmp_path):
     F = 3 is done: F = 3 measures it after its budget, F = 5 in its warm start."""
     from autotune.devices import device_info
     from autotune.store import Store, config_key
-    from autotune.tuner import Budget, Tuner
+    from autotune.tune import Budget, Tuner
 
     store = Store(db_url(tmp_path / "tune.db"))
     device = device_info(0)
-    space = convolution_space()
+    space = CONV2D.space
     planted = space.complete({"filter_mode": "define", "work_x": 2, "work_y": 2, "local_x": 4, "local_y": 4})
     assert config_key(planted) not in {config_key(p.config) for p in space.presets.values()}
 
     def listener(kind, data):
-        if kind == "width_done" and data["filter_width"] == 3:
+        if kind == "problem_done" and data["label"] == "F=3":
             device_id = store.device_id(device)
-            problem_id = store.problem_id(7, 40, 24)
+            problem_id = store.problem_id("conv2d", Conv2DProblem(7, 40, 24).key())
             trial = store.add_trial(
                 run_id=tuner.run_id,
                 device_id=device_id,
@@ -627,8 +627,9 @@ def test_each_width_tries_winners_found_after_it_was_tuned(tmp_path):
             )
             store.set_best(device_id, problem_id, trial, 1.0)
 
+    problems = [Conv2DProblem(3, 40, 24), Conv2DProblem(5, 40, 24)]
     tuner = Tuner(
-        store, 0, device, [3, 5], (40, 24), sampler="random", budget=Budget(trials=9), listener=listener
+        store, 0, device, CONV2D, problems, sampler="random", budget=Budget(trials=9), listener=listener
     )
     results = tuner.run()
     tried = {
@@ -637,7 +638,7 @@ def test_each_width_tries_winners_found_after_it_was_tuned(tmp_path):
             for origin, number in rows(
                 tmp_path / "tune.db",
                 "SELECT origin, number FROM autotune_trials t JOIN autotune_problems p ON t.problem_id = p.id"
-                " WHERE p.filter_width = ? AND config_key = ? AND status = 'ok'",
+                " WHERE json_extract(p.key, '$.filter_width') = ? AND config_key = ? AND status = 'ok'",
                 width,
                 config_key(planted),
             )

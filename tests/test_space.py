@@ -6,14 +6,15 @@ import pytest
 
 from autotune.devices import device_info
 from autotune.errors import UsageError
-from autotune.space import SearchSpace, convolution_space
+from autotune.families.conv2d import CONV2D
+from autotune.space import SearchSpace
 from tests.conftest import ROOT
 
 SEED_PRESETS = {"baseline", "unroll4", "define", "define_unroll", "constant", "float4", "local"}
 
 
 def test_every_seed_kernel_is_a_preset():
-    space = convolution_space()
+    space = CONV2D.space
     assert set(space.presets) >= SEED_PRESETS
     for preset in space.presets.values():
         assert set(preset.config) == set(space.knobs)
@@ -21,7 +22,7 @@ def test_every_seed_kernel_is_a_preset():
 
 
 def test_design_knobs_are_declared():
-    knobs = convolution_space().knobs
+    knobs = CONV2D.space.knobs
     assert set(knobs) == {
         "filter_mode",
         "filter_space",
@@ -40,7 +41,7 @@ def test_design_knobs_are_declared():
 
 
 def test_complete_fills_defaults_and_checks_types():
-    space = convolution_space()
+    space = CONV2D.space
     config = space.complete({"unroll": 4})
     assert config["unroll"] == 4 and config["local_x"] == space.knobs["local_x"].default
     with pytest.raises(UsageError, match="unknown knob 'colour'"):
@@ -56,7 +57,7 @@ def test_complete_fills_defaults_and_checks_types():
 
 
 def test_knob_rules():
-    space = convolution_space()
+    space = CONV2D.space
     full_arg = space.complete({"unroll": "full", "filter_mode": "arg"})
     assert any("unroll=full" in r for r in space.violations(full_arg, {"filter_width": 5}))
     local_arg = space.complete({"cache_local": True, "filter_mode": "arg"})
@@ -64,7 +65,7 @@ def test_knob_rules():
 
 
 def test_device_rules():
-    space = convolution_space()
+    space = CONV2D.space
     device = {
         "max_work_group_size": 256,
         "max_work_item_sizes": [256, 256, 64],
@@ -99,7 +100,7 @@ def test_space_from_other_declaration():
 def test_fingerprint_follows_knobs_and_rules_not_help_text():
     data = tomllib.loads((ROOT / "search_spaces" / "conv2d.toml").read_text())
     base = SearchSpace.from_dict(data).fingerprint
-    assert base == convolution_space().fingerprint
+    assert base == CONV2D.space.fingerprint
     reworded = copy.deepcopy(data)
     reworded["knobs"]["unroll"]["help"] = "another wording"
     assert SearchSpace.from_dict(reworded).fingerprint == base
@@ -112,7 +113,7 @@ def test_fingerprint_follows_knobs_and_rules_not_help_text():
 
 
 def test_stored_configs_are_read_with_newer_knobs_at_their_defaults():
-    space = convolution_space()
+    space = CONV2D.space
     older = {"filter_mode": "define", "work_x": 4}  # written before most knobs existed
     assert space.read_stored(json.dumps(older)) == space.complete(older)
     assert space.read_stored(json.dumps(older))["image_vector"] == 1

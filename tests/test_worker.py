@@ -4,12 +4,13 @@ import dataclasses
 
 import pytest
 
-from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d import Conv2DProblem
 from autotune.families.conv2d.render import generate
-from autotune.worker import Status, Worker
+from autotune.outcomes import Status
+from autotune.worker import Worker
 from tests.conftest import FAST
 
-PROBLEM = Problem(filter_width=5, out_width=45, out_height=33, seed=3)
+PROBLEM = Conv2DProblem(filter_width=5, out_width=45, out_height=33, seed=3)
 
 
 def variant_with(source_edit, config=None, filter_width=5):

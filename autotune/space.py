@@ -7,6 +7,7 @@ the search, the CLI and the code generator all read the same declaration.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import tomllib
@@ -17,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from autotune.errors import UsageError
+from autotune.resources import resource_path
 
 Value = bool | int | str
 Config = dict[str, Value]
@@ -71,6 +73,12 @@ class SearchSpace:
         with open(path, "rb") as f:
             data = tomllib.load(f)
         return cls.from_dict(data)
+
+    @staticmethod
+    @functools.cache
+    def shipped(file_name: str) -> SearchSpace:
+        """A space file that ships with the package (search_spaces/), loaded once."""
+        return SearchSpace.load(resource_path("search_spaces", file_name))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchSpace:

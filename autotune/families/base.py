@@ -11,7 +11,6 @@ fields; it asks the descriptor.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -23,7 +22,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from autotune.errors import UsageError
-from autotune.resources import resource_path
 from autotune.space import Config, SearchSpace
 
 
@@ -143,9 +141,9 @@ class KernelFamily(ABC):
     problem_type: ClassVar[type[Problem]]
     description: ClassVar[str]
 
-    @functools.cached_property
+    @property
     def space(self) -> SearchSpace:
-        return SearchSpace.load(resource_path("search_spaces", self.space_file))
+        return SearchSpace.shipped(self.space_file)
 
     def problem(self, key: Mapping[str, Any], seed: int = 0) -> Problem:
         """A problem from its stored key; a key this family does not know is bad input."""

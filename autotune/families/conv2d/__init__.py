@@ -16,7 +16,7 @@ import numpy as np
 
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.conv2d.problem import Conv2DProblem
-from autotune.families.conv2d.render import generate, literal_filter
+from autotune.families.conv2d.render import SPACE_FILE, TEMPLATE_FILE, generate, literal_filter
 from autotune.space import Config
 
 # What exported kernels look like to a host program (DESIGN.md's kernel ABI).
@@ -34,8 +34,8 @@ LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d
 
 class Conv2D(KernelFamily):
     name: ClassVar[str] = "conv2d"
-    space_file: ClassVar[str] = "conv2d.toml"
-    template: ClassVar[str] = "conv2d.cl.j2"
+    space_file: ClassVar[str] = SPACE_FILE
+    template: ClassVar[str] = TEMPLATE_FILE
     problem_type: ClassVar[type[Problem]] = Conv2DProblem
     description: ClassVar[str] = "2D 'valid' correlation, float32, F x F filter"
 

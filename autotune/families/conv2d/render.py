@@ -22,6 +22,8 @@ from autotune.resources import resource_path
 from autotune.space import Config, SearchSpace
 
 KERNEL_NAME = "convolve"
+SPACE_FILE = "conv2d.toml"
+TEMPLATE_FILE = "conv2d.cl.j2"
 MAX_FILTER_WIDTH = 255
 
 _environment: jinja2.Environment | None = None
@@ -31,13 +33,13 @@ def _template() -> jinja2.Template:
     global _environment
     if _environment is None:
         _environment = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(resource_path("templates", "conv2d.cl.j2").parent),
+            loader=jinja2.FileSystemLoader(resource_path("templates", TEMPLATE_FILE).parent),
             trim_blocks=True,
             lstrip_blocks=True,
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
         )
-    return _environment.get_template("conv2d.cl.j2")
+    return _environment.get_template(TEMPLATE_FILE)
 
 
 def check_filter_width(filter_width: object) -> int:
@@ -85,10 +87,7 @@ def generate(
 
     `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
     other kernels read the filter argument and ignore it."""
-    if space is None:
-        from autotune.families.conv2d import CONV2D
-
-        space = CONV2D.space
+    space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
     reasons = space.violations(config, {"filter_width": filter_width})

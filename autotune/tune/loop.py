@@ -101,7 +101,10 @@ class Tuner:
         fresh: bool = False,
         listener: Listener | None = None,
         compilers: int | None = None,
+        evaluator: Any = None,
     ) -> None:
+        """`evaluator`: what measures (default: an Evaluator on the device, in a worker
+        process); anything with `device`, `evaluate` and `measure` will do."""
         self.store = store
         self.device_index = device_index
         self.device = device
@@ -122,6 +125,7 @@ class Tuner:
         self.resumed = False
         self.already_finished = False
         self.device_id: int | None = None
+        self.evaluator = evaluator
 
     # -- the run ----------------------------------------------------------------
 
@@ -175,10 +179,11 @@ class Tuner:
         try:
             compilers = self.compilers
             if compilers is None:
-                compilers = 0 if self.device.is_cpu else default_compilers()
+                compilers = 0 if self.device.is_cpu or self.evaluator is not None else default_compilers()
+            measuring = self.evaluator or Evaluator(self.device_index, self.family, policy=self.policy)
             with (
                 self.stop.installed(),
-                Evaluator(self.device_index, self.family, policy=self.policy) as evaluator,
+                measuring as evaluator,
                 CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,
             ):
                 self.compile_pool = pool

@@ -79,8 +79,8 @@ def child() -> int:
     import numpy as np
     import pyopencl as cl
 
+    from autotune.families.conv2d import CONV2D, Conv2DProblem
     from autotune.families.conv2d.problem import correlate_valid
-    from autotune.families.conv2d.render import generate
 
     platform = cl.get_platforms()[0]
     sys.stderr.write(f"platform: {platform.name}\n")
@@ -91,7 +91,8 @@ def child() -> int:
         rng = np.random.default_rng(number)
         image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
         filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
-        variant = generate(config, filter_width, taps=filt)
+        problem = Conv2DProblem(filter_width, out_w, out_h)
+        variant = CONV2D.render(config, problem, values=filt)
         if number == 0:
             # A planted out-of-bounds read first: proof that the checker sees one.
             variant = dataclasses.replace(
@@ -107,11 +108,12 @@ def child() -> int:
         filter_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=filt)
         output = np.zeros((out_h, out_w), dtype=np.float32)
         output_buf = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
+        buffers = {"input": input_buf, "filter": filter_buf, "output": output_buf}
         kernel(
             queue,
-            variant.global_size(out_w, out_h),
+            CONV2D.global_size(variant, problem),
             variant.local_size,
-            *variant.arguments(input_buf, filter_buf, output_buf, out_w, out_h),
+            *CONV2D.arguments(variant, problem, buffers),
         )
         cl.enqueue_copy(queue, output, output_buf)
         queue.finish()

@@ -174,6 +174,6 @@ def test_generate_is_pure():
 
 def test_global_size_covers_output_in_whole_groups():
     variant = generate({"local_x": 16, "local_y": 4, "work_x": 4, "work_y": 2}, 3)
-    assert variant.global_size(1, 1) == (16, 4)
-    assert variant.global_size(64, 8) == (16, 4)
-    assert variant.global_size(65, 9) == (32, 8)
+    assert variant.global_size((1, 1)) == (16, 4)
+    assert variant.global_size((64, 8)) == (16, 4)
+    assert variant.global_size((65, 9)) == (32, 8)

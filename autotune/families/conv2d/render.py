@@ -96,6 +96,8 @@ def generate(
     literal = literal_filter(config)
     if literal and taps is None:
         raise UsageError("filter_space=literal compiles the filter's values into the kernel: give the filter")
+    # Every knob reaches the template under its own name; these are the values derived
+    # from them (templates/conv2d.cl.j2 lists what each one means).
     filter_type = "__constant float" if config["filter_space"] == "constant" else "__global const float"
     filter_local = config["filter_space"] == "local"
     # Rows of taps are read through a pointer of this type (a literal table is __constant).
@@ -104,25 +106,15 @@ def generate(
         filter_row_type = "__constant float"
     tile_pitch = config["local_x"] * config["work_x"] + filter_width - 1
     source = _template().render(
+        **config,
         config_json=json.dumps(config, sort_keys=True),
         kernel_name=KERNEL_NAME,
         filter_width=filter_width,
-        define=config["filter_mode"] == "define",
         filter_type=filter_type,
-        filter_local=filter_local,
         filter_rows="filter_copy" if filter_local else "filter",
         filter_row_type=filter_row_type,
         filter_values=_filter_rows(taps, filter_width) if literal else None,
-        unroll=config["unroll"],
-        unroll_rows=config["unroll_rows"],
-        vector=config["vector"],
-        lx=config["local_x"],
-        ly=config["local_y"],
-        wx=config["work_x"],
-        wy=config["work_y"],
-        cache_local=config["cache_local"],
-        image_vector=config["image_vector"],
-        row_type="__local" if config["cache_local"] else "__global",
+        row_space="__local" if config["cache_local"] else "__global",
         # The __local tile's pitch is known when compiling; so is the column loop's step.
         tile_loads=_widest_read(config["image_vector"], tile_pitch),
         step_loads=_widest_read(4, config["vector"] * config["unroll"]) if config["unroll"] != "full" else 4,

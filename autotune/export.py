@@ -41,7 +41,7 @@ class Exported:
 
 
 def gflops(problem: Problem | None, time_ms: float | None) -> float | None:
-    return problem.flops / (time_ms * 1e-3) / 1e9 if problem is not None and time_ms else None
+    return problem.gflops(time_ms) if problem is not None else None
 
 
 def manifest(

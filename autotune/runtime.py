@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -93,13 +92,10 @@ def _open_store(db: str | None) -> Any:
 
 def _tuned_rows(db: str | None) -> list[Any]:
     """Best rows from the database; none when there is no database yet (never create one)."""
-    import sqlalchemy as sa
+    from autotune.store import default_url, sqlite_file
 
-    from autotune.store import default_url
-
-    parsed = sa.make_url(db or default_url())
-    on_disk = parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
-    if on_disk and not Path(str(parsed.database)).exists():
+    path = sqlite_file(db or default_url())
+    if path is not None and not path.exists():
         return []
     store = _open_store(db)
     try:

@@ -20,7 +20,7 @@ class StudyRow:
     @property
     def gflops(self) -> float | None:
         m = self.measurement
-        return self.problem.flops / (m.time_ms * 1e-3) / 1e9 if m.ok and m.time_ms else None
+        return self.problem.gflops(m.time_ms) if m.ok else None
 
 
 def run_study(

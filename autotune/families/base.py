@@ -97,6 +97,14 @@ class Problem(ABC):
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def gflops(self, time_ms: float | None) -> float | None:
+        """Arithmetic rate of a kernel that solves this problem in `time_ms`."""
+        return self.flops / (time_ms * 1e-3) / 1e9 if time_ms else None
+
+    def gbs(self, time_ms: float | None) -> float | None:
+        """Rate at which it moves the bytes it must move at least."""
+        return self.min_bytes / (time_ms * 1e-3) / 1e9 if time_ms else None
+
     @property
     @abstractmethod
     def flops(self) -> int: ...

@@ -49,6 +49,7 @@ __all__ = [
     "Trial",
     "config_key",
     "default_url",
+    "sqlite_file",
     "problem_key",
 ]
 
@@ -95,22 +96,32 @@ def _sqlite_pragmas(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _check_url(url: str) -> sa.URL:
+def _parse(url: str) -> sa.URL:
     try:
-        parsed = sa.make_url(url)
+        return sa.make_url(url)
     except ArgumentError:
         raise UsageError(f"--db is not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
-    if parsed.get_backend_name() == "sqlite":
-        database = parsed.database
-        if database and database != ":memory:" and not database.startswith("file:"):
-            path = Path(database)
-            if path.exists() and path.is_dir():
-                raise UsageError(f"--db points at a directory: {path}")
-            if path.exists() and path.stat().st_size:
-                with open(path, "rb") as f:
-                    if f.read(16) != b"SQLite format 3\x00":
-                        raise UsageError(f"{path} is not an SQLite database")
-    return parsed
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file behind an SQLite URL; None for other databases and in-memory ones."""
+    parsed = _parse(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database)
+
+
+def _check_url(url: str) -> sa.URL:
+    path = sqlite_file(url)
+    if path is not None:
+        if path.exists() and path.is_dir():
+            raise UsageError(f"--db points at a directory: {path}")
+        if path.exists() and path.stat().st_size:
+            with open(path, "rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    raise UsageError(f"{path} is not an SQLite database")
+    return _parse(url)
 
 
 class Store:
@@ -119,8 +130,8 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         parsed = _check_url(self.url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
-            path = Path(parsed.database)
+        path = sqlite_file(self.url)
+        if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -143,10 +154,9 @@ class Store:
 
     def _identity(self) -> tuple[Path, int, int] | None:
         """The SQLite file's (path, device, inode), to notice it vanish under us."""
-        parsed = sa.make_url(self.url)
-        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        path = sqlite_file(self.url)
+        if path is None:
             return None
-        path = Path(str(parsed.database))
         try:
             status = path.stat()
         except OSError:

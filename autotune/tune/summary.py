@@ -29,11 +29,11 @@ class ProblemResult:
 
     @property
     def gflops(self) -> float | None:
-        return self.problem.flops / (self.best_ms * 1e-3) / 1e9 if self.best_ms else None
+        return self.problem.gflops(self.best_ms)
 
     @property
     def gbs(self) -> float | None:
-        return self.problem.min_bytes / (self.best_ms * 1e-3) / 1e9 if self.best_ms else None
+        return self.problem.gbs(self.best_ms)
 
 
 def summarise(ledger: Ledger, result: ProblemResult, baseline_preset: str = "baseline") -> ProblemResult:

@@ -14,7 +14,7 @@ from autotune import __version__
 from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, KernelVariant, Problem
-from autotune.lookup import any_data_config, resolve
+from autotune.lookup import any_data_config, resolve_kind
 from autotune.outcomes import Origin, Status
 from autotune.store import Store
 
@@ -84,11 +84,10 @@ def choose(
     any input."""
     row = store.device_row(device.fingerprint)
     rows = [] if row is None else store.best(device_id=row.id, family=family.name)
-    tuned: dict[str, tuple[dict[str, Any], list[tuple[int, ...]]]] = {}
+    tuned: dict[str, dict[str, Any]] = {}  # kinds tuned on this device, by label
     for _, _, problem_row in rows:
-        problem = family.problem(problem_row.fields)
-        label = family.describe_kind(problem.kind())
-        tuned.setdefault(label, (problem.kind(), []))[1].append(problem.size)
+        kind = family.problem(problem_row.fields).kind()
+        tuned.setdefault(family.describe_kind(kind), kind)
     wanted = [family.describe_kind(k) for k in kinds] if kinds is not None else list(tuned)
     missing = [label for label in wanted if label not in tuned]
     if not wanted or missing:
@@ -99,10 +98,9 @@ def choose(
         )
     chosen = []
     for label in wanted:
-        kind, sizes = tuned[label]
-        target = size or max(sizes, key=_elements)
-        choice = resolve(rows, family, _problem(family, kind, target), device)
-        tuned_problem = _problem(family, kind, choice.tuned_size or target)
+        kind = tuned[label]
+        choice = resolve_kind(rows, family, kind, device, size)
+        tuned_problem = _problem(family, kind, choice.tuned_size or choice.problem.size)
         given = (values or {}).get(label)
         if family.serves_any_data(choice.config) or given is not None:
             variant = family.render(choice.config, tuned_problem, values=given)
@@ -120,13 +118,6 @@ def choose(
         variant = family.render(config, tuned_problem)
         chosen.append(Exported(variant, tuned_problem, trial.time_ms, choice.problem_id, note))
     return chosen
-
-
-def _elements(size: tuple[int, ...]) -> int:
-    result = 1
-    for n in size:
-        result *= n
-    return result
 
 
 def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) -> Problem:

@@ -18,6 +18,7 @@ compiled for one input's values (a filter compiled in) is right for that input o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,35 @@ def resolve(
         nearest = min(others, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
         return _with_level(nearest, "same_vendor")
     return Choice(family.fallback(problem, device), problem, "default")
+
+
+def tuned_sizes(
+    rows: list[tuple[Any, Any, Any]], family: KernelFamily, kind: dict[str, Any], device: DeviceInfo
+) -> list[tuple[int, ...]]:
+    """Sizes of this kind tuned on this device, as the rows hold them."""
+    sizes = []
+    for _, row_device, row_problem in rows:
+        if row_problem.family == family.name and row_device.fingerprint == device.fingerprint:
+            problem = family.problem(row_problem.fields)
+            if problem.kind() == kind:
+                sizes.append(problem.size)
+    return sizes
+
+
+def resolve_kind(
+    rows: list[tuple[Any, Any, Any]],
+    family: KernelFamily,
+    kind: dict[str, Any],
+    device: DeviceInfo,
+    size: tuple[int, ...] | None = None,
+) -> Choice:
+    """`resolve` for a problem kind at `size`; without one, at the largest size tuned on
+    this device, or the family's default size for the device when none was."""
+    if size is None:
+        tuned = tuned_sizes(rows, family, kind, device)
+        size = max(tuned, key=math.prod) if tuned else family.default_size(device)
+    fields = dict(zip(family.problem_type.size_fields, size, strict=True))
+    return resolve(rows, family, family.problem({**kind, **fields}), device)
 
 
 def _with_level(choice: Choice, level: str) -> Choice:

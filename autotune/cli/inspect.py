@@ -120,28 +120,20 @@ def best(
     default).
     """
     from autotune.devices import device_info
-    from autotune.families.conv2d import CONV2D, Conv2DProblem
-    from autotune.families.conv2d.inputs import default_image_size, parse_image_size
+    from autotune.families.conv2d import CONV2D
+    from autotune.families.conv2d.inputs import parse_image_size
     from autotune.families.conv2d.render import check_filter_width
-    from autotune.lookup import Choice, resolve
+    from autotune.lookup import Choice, resolve_kind
 
     store = open_store(db_url)
     records = []
     if device_index is not None and filter_width is not None:
         check_filter_width(filter_width)
         info = device_info(device_index)
-        rows = store.best()
-        if size_text:
-            size = parse_image_size(size_text)
-        else:
-            mine = store.device_row(info.fingerprint)
-            tuned = [
-                p.size
-                for _, _, row in (store.best(device_id=mine.id, family=CONV2D.name) if mine else [])
-                if (p := CONV2D.problem(row.fields)).filter_width == filter_width
-            ]
-            size = max(tuned, key=lambda s: s[0] * s[1]) if tuned else default_image_size(info)
-        choice = resolve(rows, CONV2D, Conv2DProblem(filter_width, *size), info)
+        size = parse_image_size(size_text) if size_text else None
+        choice = resolve_kind(
+            store.best(), CONV2D, {"filter_width": filter_width, "dtype": "float32"}, info, size
+        )
         records.append(_kernel_record(CONV2D, device_record(info), choice))
     else:
         mine_id = None

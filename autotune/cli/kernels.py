@@ -173,8 +173,8 @@ def export(
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url)
     info = device_info(device_index)
-    kinds = [{"filter_width": w, "dtype": "float32"} for w in widths] if widths is not None else None
-    values = {CONV2D.describe_kind({"filter_width": taps.shape[0]}): taps} if taps is not None else {}
+    kinds = [CONV2D.kind(w) for w in widths] if widths is not None else None
+    values = {CONV2D.describe_kind(CONV2D.kind(taps.shape[0])): taps} if taps is not None else {}
     chosen = exporting.choose(store, CONV2D, info, kinds, size, values)
     if set(values) - {CONV2D.describe_kind(e.problem.kind()) for e in chosen}:
         raise UsageError(

@@ -205,6 +205,10 @@ class KernelFamily(ABC):
         """Problem fields that T4 results put beside a trial's knobs."""
         return {k: v for k, v in key.items() if k not in self.problem_type.size_fields}
 
+    def default_size(self, device: object) -> tuple[int, ...]:
+        """The data size to tune and answer for when none is given."""
+        raise NotImplementedError(f"the {self.name} family has no default size")
+
     def run_key(self, problems: list[Problem]) -> dict[str, Any]:
         """What names a search's problems in its run key (two equal keys: the same search)."""
         return {"problems": [p.key() for p in problems]}

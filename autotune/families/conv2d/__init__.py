@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import SPACE_FILE, TEMPLATE_FILE, generate, literal_filter
 from autotune.space import Config
@@ -46,8 +47,15 @@ class Conv2D(KernelFamily):
         "filter_space=literal compiles the filter's values into the kernel; give them with --filter FILE.npy"
     )
 
+    def kind(self, filter_width: int, dtype: str = "float32") -> dict[str, Any]:
+        """The problem kind of a filter width (its key without the output size)."""
+        return {"filter_width": filter_width, "dtype": dtype}
+
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
         return f"F={kind['filter_width']}"
+
+    def default_size(self, device: object) -> tuple[int, ...]:
+        return default_image_size(device)
 
     def run_key(self, problems: list[Problem]) -> dict[str, Any]:
         # The key release 0.1.0 gave a search, so its runs are still resumed and reported.

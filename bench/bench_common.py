@@ -1,13 +1,16 @@
-"""What the bench scripts share: reading `--config` arguments, and the registers and
-spills NVIDIA's compiler reports for a kernel."""
+"""What the bench scripts share: reading `--config` arguments, the best stored
+convolution configs of a device, and the registers and spills NVIDIA's compiler
+reports for a kernel."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from autotune.families.conv2d.render import KernelVariant
+from autotune.families import KernelVariant
+from autotune.families.conv2d import CONV2D
 
 
 def read_configs(texts: list[str]) -> list[dict]:
@@ -17,6 +20,28 @@ def read_configs(texts: list[str]) -> list[dict]:
         data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
         configs += data if isinstance(data, list) else [data]
     return configs
+
+
+def tuned_configs(store: Any, device: Any, size: tuple[int, int]) -> dict[int, tuple[dict, str]]:
+    """filter width -> (best config, driver it was tuned with) for float32 convolutions of
+    this output size on the same device model and platform (any driver version). Configs
+    written for another space than today's are left out (said on stderr)."""
+    tuned: dict[int, tuple[dict, str]] = {}
+    for best, stored_on, problem in store.best(family=CONV2D.name):
+        fields = problem.fields
+        if (fields["out_width"], fields["out_height"]) != tuple(size) or fields.get("dtype") != "float32":
+            continue
+        if (stored_on.platform, stored_on.name) != (device.platform, device.name):
+            continue
+        config = CONV2D.read_config(best.config)
+        if config is None:
+            print(
+                f"F={fields['filter_width']}: stored config is from another space; skipped: {best.config}",
+                file=sys.stderr,
+            )
+            continue
+        tuned[fields["filter_width"]] = (config, stored_on.driver)
+    return tuned
 
 
 def nvidia_resources(cl: Any, context: Any, device: Any, variant: KernelVariant) -> tuple[str, str]:

@@ -16,7 +16,7 @@ import numpy as np
 
 import autotune
 from autotune import runtime
-from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
+from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths, parse_image_size
 
 
 def main() -> int:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from autotune.cli import parse_filter_widths, parse_image_size
 from autotune.devices import open_device
+from autotune.families.conv2d.inputs import parse_filter_widths, parse_image_size
 
 SOURCE = """
 __kernel void copy1(__global const float *restrict src, __global float *restrict dst, const int n)

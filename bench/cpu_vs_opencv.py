@@ -22,13 +22,14 @@ import time
 
 import numpy as np
 
-from autotune.cli import parse_filter_widths, parse_image_size
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import parse_filter_widths, parse_image_size
+from autotune.families.conv2d.problem import correlate_valid
+from autotune.outcomes import TimingPolicy
 from autotune.store import Store
-from autotune.tuner import Budget, Tuner
-from autotune.worker import TimingPolicy
+from autotune.tune import Budget, Tuner
 
 
 def main() -> int:
@@ -53,13 +54,11 @@ def main() -> int:
         store,
         args.device,
         device,
-        widths,
-        size,
+        CONV2D,
+        [Conv2DProblem(width, *size) for width in widths],
         budget=Budget(trials=args.trials),
         listener=lambda kind, data: (
-            print(f"  {kind} F={data.get('filter_width', '')}", file=sys.stderr)
-            if kind == "width_done"
-            else None
+            print(f"  {kind} {data['label']}", file=sys.stderr) if kind == "problem_done" else None
         ),
     )
     started = time.perf_counter()
@@ -67,10 +66,11 @@ def main() -> int:
     tuning_s = time.perf_counter() - started
     policy = TimingPolicy(min_runs=5, min_time_s=0.5, max_runs=200, max_time_s=5.0)
     rows = []
-    with Evaluator(args.device, policy=policy) as evaluator:
+    with Evaluator(args.device, CONV2D, policy=policy) as evaluator:
         for result in results:
-            width = result.filter_width
-            problem = Problem(width, size[0], size[1])
+            problem = result.problem
+            assert isinstance(problem, Conv2DProblem)
+            width = problem.filter_width
             image, filt = problem.data()
             expected = cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_CONSTANT)
             half = width // 2
@@ -88,8 +88,6 @@ def main() -> int:
                     times.append((time.perf_counter() - start) * 1e3)
                 theirs.append(statistics.median(times))
             ours_ms, theirs_ms = statistics.median(ours), statistics.median(theirs)
-            from autotune.families.conv2d.problem import correlate_valid
-
             reference = correlate_valid(image, filt)
             rows.append(
                 {

@@ -23,15 +23,16 @@ import statistics
 import sys
 from collections.abc import Callable
 
+from bench_common import tuned_configs
 from copy_ceiling import ceiling_ms, copy_timer
 
-from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+from autotune.outcomes import TimingPolicy
 from autotune.store import Store
-from autotune.tuner import Budget, Tuner
-from autotune.worker import TimingPolicy
+from autotune.tune import Budget, Tuner
 
 
 def cuda_timer(
@@ -98,37 +99,33 @@ def main() -> int:
     args = parser.parse_args()
 
     device = device_info(args.device)
-    size = (
-        parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
-    )
     widths = parse_filter_widths(args.filter_width)
+    size = image_size(args.image_size, device, widths)
     store = Store(args.db)
     # Same GPU model and platform; a different driver version is accepted (and said).
     tuned = {}
-    for b, d, p in store.best():
-        if (p.out_width, p.out_height) == size and (d.platform, d.name) == (device.platform, device.name):
-            tuned[p.filter_width] = json.loads(b.config)
-            if d.driver != device.driver_version:
-                print(
-                    f"F={p.filter_width}: tuned with driver {d.driver}, running {device.driver_version}",
-                    file=sys.stderr,
-                )
+    for width, (config, driver) in tuned_configs(store, device, size).items():
+        tuned[width] = config
+        if driver != device.driver_version:
+            print(f"F={width}: tuned with driver {driver}, running {device.driver_version}", file=sys.stderr)
     missing = [w for w in widths if w not in tuned]
     if missing and args.trials > 0:
+        problems = [Conv2DProblem(w, *size) for w in missing]
         for result in Tuner(
-            store, args.device, device, missing, size, budget=Budget(trials=args.trials)
+            store, args.device, device, CONV2D, problems, budget=Budget(trials=args.trials)
         ).run():
-            tuned[result.filter_width] = result.best_config
+            if result.best_config is not None:
+                tuned[result.problem.filter_width] = result.best_config
     policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
     copy = copy_timer(args.device, repeats=20)
     rows = []
-    with Evaluator(args.device, policy=policy) as evaluator:
-        presets = evaluator.space.presets
+    with Evaluator(args.device, CONV2D, policy=policy) as evaluator:
+        presets = CONV2D.space.presets
         for width in widths:
             if width not in tuned:
                 print(f"F={width}: not tuned on this device at {size[0]}x{size[1]}; skipped", file=sys.stderr)
                 continue
-            problem = Problem(width, size[0], size[1])
+            problem = Conv2DProblem(width, *size)
             image, filt = problem.data()
             timers = peers(image, filt)
             times: dict[str, list[float]] = {}

@@ -19,11 +19,10 @@ import sys
 
 from bench_common import nvidia_resources, read_configs
 
-from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import open_device
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d.problem import Problem
-from autotune.families.conv2d.render import generate
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths, parse_image_size
 
 
 def main() -> int:
@@ -45,18 +44,19 @@ def main() -> int:
     print(f"{info.name} ({info.platform}, driver {info.driver_version}), {size[0]}x{size[1]} output")
     print("| F | config | filter_space | registers | median ms | vs as given |")
     print("|---|---|---|---|---|---|")
-    with Evaluator(args.device) as evaluator:
+    with Evaluator(args.device, CONV2D) as evaluator:
         for width in parse_filter_widths(args.filter_width):
-            problem = Problem(width, *size)
+            problem = Conv2DProblem(width, *size)
             for config in configs:
                 spaces = [config.get("filter_space", "constant"), "literal"]
                 twins = [{**config, "filter_space": space} for space in spaces]
-                variants = [generate(twin, width, taps=problem.taps()) for twin in twins]
+                # A literal twin is compiled for the problem's seeded filter, the one it is verified with.
+                variants = [CONV2D.render(twin, problem) for twin in twins]
                 times: list[list[float]] = [[] for _ in variants]
                 failures: list[str] = ["failed" for _ in variants]
                 for _ in range(args.rounds):
                     for i, variant in enumerate(variants):
-                        m = evaluator.worker.measure(variant, problem, evaluator.policy)
+                        m = evaluator.measure(variant, problem)
                         if m.ok and m.time_ms is not None:
                             times[i].append(m.time_ms)
                         else:

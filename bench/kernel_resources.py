@@ -14,10 +14,9 @@ import sys
 
 from bench_common import read_configs
 
-from autotune.cli import GPU_IMAGE, parse_filter_widths
 from autotune.devices import open_device
-from autotune.families.conv2d.problem import Problem
-from autotune.families.conv2d.render import generate
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths
 
 
 def main() -> int:
@@ -35,7 +34,7 @@ def main() -> int:
     print(f"{info.name} ({info.platform}, driver {info.driver_version})")
     for width in parse_filter_widths(args.filter_width):
         for config in configs:
-            variant = generate(config, width, taps=Problem(width, *GPU_IMAGE).taps())
+            variant = CONV2D.render(config, Conv2DProblem(width, *GPU_IMAGE))
             program = cl.Program(context, variant.source).build(options=["-cl-nv-verbose"])
             log = program.get_build_info(device, cl.program_build_info.LOG)
             lines = [

@@ -23,11 +23,11 @@ import sys
 from bench_common import read_configs
 from copy_ceiling import ceiling_ms, copy_timer
 
-from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import open_device
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d.problem import Problem
-from autotune.families.conv2d.render import KernelVariant, generate
+from autotune.families import KernelVariant
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths, parse_image_size
 
 ROW_POINTER = "input + (y0 + ir) * in_width + x0"
 # Keeps the row parity (odd rows of 2-mod-4 pitches take their own path) and x0 mod 4.
@@ -60,26 +60,28 @@ def main() -> int:
     print(f"{info.name} ({info.platform}), {width}x{height} output, median of {args.repeats} runs")
     print("| F | config | kernel ms | compute only ms | copy ms | max(compute, copy) | kernel / max |")
     print("|---|---|---|---|---|---|---|")
-    with Evaluator(args.device) as evaluator:
+    with Evaluator(args.device, CONV2D) as evaluator:
         for filter_width in parse_filter_widths(args.filter_width):
-            problem = Problem(filter_width, width, height)
+            problem = Conv2DProblem(filter_width, width, height)
             image, taps = problem.data()
             mf = cl.mem_flags
             input_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image)
             filter_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=taps)
             output_buf = cl.Buffer(context, mf.WRITE_ONLY, size=width * height * 4)
+            buffers = {"input": input_buf, "filter": filter_buf, "output": output_buf}
             for config in configs:
-                variant = generate(config, filter_width, taps=taps)
-                checked = evaluator.worker.measure(variant, problem, evaluator.policy)
+                variant = CONV2D.render(config, problem, values=taps)
+                checked = evaluator.measure(variant, problem)
                 label = json.dumps(config, separators=(",", ":"))
                 if not checked.ok:
                     print(f"| {filter_width} | {label} | {checked.status.value} | | | | |", flush=True)
                     continue
                 times = {}
                 for name, twin in (("kernel", variant), ("compute", compute_only(variant))):
-                    kernel = cl.Kernel(cl.Program(context, twin.source).build(), twin.kernel_name)
-                    kernel.set_args(*twin.arguments(input_buf, filter_buf, output_buf, width, height))
-                    size = twin.global_size(width, height)
+                    program = cl.Program(context, twin.source).build(options=list(twin.build_options))
+                    kernel = cl.Kernel(program, twin.kernel_name)
+                    kernel.set_args(*CONV2D.arguments(twin, problem, buffers))
+                    size = CONV2D.global_size(twin, problem)
                     runs = []
                     for _ in range(args.repeats + 3):
                         event = cl.enqueue_nd_range_kernel(queue, kernel, size, twin.local_size)

@@ -18,11 +18,10 @@ import sys
 
 from bench_common import nvidia_resources, read_configs
 
-from autotune.cli import GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import open_device
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d.problem import Problem
-from autotune.families.conv2d.render import generate
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths, parse_image_size
 
 
 def main() -> int:
@@ -45,13 +44,18 @@ def main() -> int:
     print(f"{info.name} ({info.platform}, driver {info.driver_version}), {size[0]}x{size[1]} output")
     print("| F | config | cap | registers | spill stores | median ms | vs no cap |")
     print("|---|---|---|---|---|---|---|")
-    with Evaluator(args.device) as evaluator:
+    with Evaluator(args.device, CONV2D) as evaluator:
         for width in parse_filter_widths(args.filter_width):
-            problem = Problem(width, *size)
+            problem = Conv2DProblem(width, *size)
             for config in configs:
-                base = generate(config, width, taps=problem.taps())
+                base = CONV2D.render(config, problem)
                 variants = [
-                    dataclasses.replace(base, build_options=(f"-cl-nv-maxrregcount={cap}",) if cap else ())
+                    dataclasses.replace(
+                        base,
+                        build_options=(*base.build_options, f"-cl-nv-maxrregcount={cap}")
+                        if cap
+                        else base.build_options,
+                    )
                     for cap in caps
                 ]
                 nvidia = "NVIDIA" in info.platform
@@ -61,7 +65,7 @@ def main() -> int:
                 times: list[list[float]] = [[] for _ in variants]
                 for _ in range(args.rounds):
                     for i, variant in enumerate(variants):
-                        m = evaluator.worker.measure(variant, problem, evaluator.policy)
+                        m = evaluator.measure(variant, problem)
                         if m.ok and m.time_ms is not None:
                             times[i].append(m.time_ms)
                 label = json.dumps(config, separators=(",", ":"))

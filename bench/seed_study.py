@@ -14,9 +14,10 @@ import datetime
 import json
 import sys
 
-from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import device_info
-from autotune.study import run_study, speedups
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+from autotune.study import StudyRow, run_study, speedups
 
 
 def main() -> int:
@@ -29,16 +30,18 @@ def main() -> int:
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = (
-        parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
-    )
+    size = image_size(args.image_size, device, widths)
+    problems = [Conv2DProblem(width, *size) for width in widths]
+    labels = {
+        width: CONV2D.describe_kind(problem.kind()) for width, problem in zip(widths, problems, strict=True)
+    }
 
-    def progress(row):
+    def progress(row: StudyRow) -> None:
         m = row.measurement
         shown = f"{m.time_ms:.4f} ms" if m.ok else f"{m.status.value}: {m.error}"
-        print(f"F={row.filter_width:<3} {row.preset:<14} {shown}", file=sys.stderr, flush=True)
+        print(f"{row.label:<5} {row.preset:<14} {shown}", file=sys.stderr, flush=True)
 
-    rows = run_study(args.device, widths, size, on_row=progress)
+    rows = run_study(args.device, CONV2D, problems, on_row=progress)
     gains = speedups(rows)
     presets = list(dict.fromkeys(r.preset for r in rows))
     print(
@@ -51,13 +54,15 @@ def main() -> int:
     for name in presets:
         cells = []
         for w in widths:
-            row = next(r for r in rows if r.filter_width == w and r.preset == name)
+            row = next(r for r in rows if r.label == labels[w] and r.preset == name)
             m = row.measurement
-            cells.append(f"{m.time_ms:.3f} ({gains[(w, name)]:.2f}x)" if m.ok else m.status.value)
+            gain = gains.get((labels[w], name))
+            shown = f"{m.time_ms:.3f} ({gain:.2f}x)" if gain is not None else f"{m.time_ms:.3f}"
+            cells.append(shown if m.ok else m.status.value)
         print(f"| {name} | " + " | ".join(cells) + " |")
     best = []
     for w in widths:
-        ok = [r for r in rows if r.filter_width == w and r.measurement.ok]
+        ok = [r for r in rows if r.label == labels[w] and r.measurement.ok]
         if ok:
             top = min(ok, key=lambda r: r.measurement.time_ms)
             best.append(f"F={w}: {top.preset} {top.gflops:.0f} GFLOP/s")
@@ -69,7 +74,11 @@ def main() -> int:
                     "device": device.to_dict(),
                     "image_size": size,
                     "rows": [
-                        {"filter_width": r.filter_width, "preset": r.preset, **r.measurement.to_dict()}
+                        {
+                            "filter_width": r.problem.key()["filter_width"],
+                            "preset": r.preset,
+                            **r.measurement.to_dict(),
+                        }
                         for r in rows
                     ],
                 },

@@ -20,12 +20,14 @@ import json
 import re
 import sys
 
-from autotune.cli import parse_filter_widths
+from bench_common import tuned_configs
+
 from autotune.devices import open_device
-from autotune.families.conv2d.problem import Problem
-from autotune.families.conv2d.render import generate
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import parse_filter_widths, parse_image_size
+from autotune.outcomes import TimingPolicy
 from autotune.store import Store
-from autotune.worker import TimingPolicy, Worker
+from autotune.worker import Worker
 
 CAST_STORE = re.compile(r"\*\(__global float2 \*\)\((output \+ [^;]*?)\) = \(float2\)\(([^;]*)\);")
 
@@ -39,7 +41,7 @@ def main() -> int:
     parser.add_argument("--filter-width", default="3,5,9,17")
     parser.add_argument("--image-size", default="4096x4096")
     args = parser.parse_args()
-    width, height = (int(n) for n in args.image_size.split("x"))
+    width, height = parse_image_size(args.image_size)
     return run(args.device, args.db, args.config, parse_filter_widths(args.filter_width), width, height)
 
 
@@ -52,23 +54,22 @@ def run(
     if config is not None:
         tuned = dict.fromkeys(widths, json.loads(config))
     else:
-        tuned = {
-            p.filter_width: json.loads(b.config)
-            for b, d, p in Store(db).best()
-            if (p.out_width, p.out_height, d.platform, d.name)
-            == (width, height, device.platform, device.name)
-        }
+        tuned = {w: best for w, (best, _) in tuned_configs(Store(db), device, (width, height)).items()}
     context = cl.Context([cl_device])
     forms = {}
     for filter_width in widths:
-        cast = generate(tuned[filter_width], filter_width, taps=Problem(filter_width, width, height).taps())
+        if filter_width not in tuned:
+            print(f"F={filter_width}: not tuned on this device at {width}x{height}; skipped", file=sys.stderr)
+            continue
+        cast = CONV2D.render(tuned[filter_width], Conv2DProblem(filter_width, width, height))
         source = CAST_STORE.sub(r"vstore2((float2)(\2), 0, \1);", cast.source)
         if source == cast.source:
             print(f"F={filter_width}: the best config writes no float2 stores; skipped", file=sys.stderr)
             continue
         forms[filter_width] = {"cast": cast, "vstore2": dataclasses.replace(cast, source=source)}
         for name, variant in forms[filter_width].items():
-            binary = cl.Program(context, variant.source).build().get_info(cl.program_info.BINARIES)[0]
+            program = cl.Program(context, variant.source).build(options=list(variant.build_options))
+            binary = program.get_info(cl.program_info.BINARIES)[0]
             text = binary.decode(errors="replace")
             print(
                 f"F={filter_width} {name}: vector stores {text.count('st.global.v2.f32')}, "
@@ -80,7 +81,7 @@ def run(
         for _ in range(2):
             for filter_width, variants in forms.items():
                 for name, variant in variants.items():
-                    m = worker.measure(variant, Problem(filter_width, width, height), policy)
+                    m = worker.measure(variant, Conv2DProblem(filter_width, width, height), policy)
                     times.setdefault((filter_width, name), []).append(m.time_ms if m.ok else float("nan"))
     print("| F | cast ms | vstore2 ms | vstore2 / cast |")
     print("|---|---|---|---|")

@@ -13,10 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from autotune.cli import CPU_IMAGE, GPU_IMAGE, parse_filter_widths, parse_image_size
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d.problem import Problem
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.inputs import image_size, parse_filter_widths
 
 
 def main() -> int:
@@ -29,22 +29,21 @@ def main() -> int:
     args = parser.parse_args()
 
     device = device_info(args.device)
-    size = (
-        parse_image_size(args.image_size) if args.image_size else (CPU_IMAGE if device.is_cpu else GPU_IMAGE)
-    )
+    widths = parse_filter_widths(args.filter_width)
+    size = image_size(args.image_size, device, widths)
     configs: list[tuple[str, dict]] = []
     for text in args.config:
         data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
         for config in data if isinstance(data, list) else [data]:
             configs.append((json.dumps(config, separators=(",", ":")), config))
-    with Evaluator(args.device) as evaluator:
+    with Evaluator(args.device, CONV2D) as evaluator:
         if args.presets:
-            configs = [(name, p.config) for name, p in evaluator.space.presets.items()] + configs
+            configs = [(name, p.config) for name, p in CONV2D.space.presets.items()] + configs
         print(f"{device.name}, {size[0]}x{size[1]} output")
         print("| F | config | status | median ms | min ms | GFLOP/s | GB/s | compile ms |")
         print("|---|---|---|---|---|---|---|---|")
-        for width in parse_filter_widths(args.filter_width):
-            problem = Problem(width, size[0], size[1])
+        for width in widths:
+            problem = Conv2DProblem(width, *size)
             for label, config in configs:
                 m = evaluator.evaluate(config, problem)
                 if m.ok:

@@ -19,7 +19,9 @@ demo: setup
 	$(AUTOTUNE) search --device 0 --filter-width 3,5 --image-size 512x512 --trials 30
 	$(AUTOTUNE) best --device 0
 
+# tests/test_postgres.py needs a PostgreSQL server: checks/postgres.sh installs and starts one.
 test: setup
+	bash checks/postgres.sh
 	$(PY) -m ruff check autotune tests bench checks db
 	$(PY) -m ruff format --check autotune tests bench checks db
 	$(PY) -m pytest -q

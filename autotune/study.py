@@ -45,12 +45,12 @@ def run_study(
     return rows
 
 
-def speedups(rows: list[StudyRow], baseline: str = "baseline") -> dict[tuple[str, str], float]:
-    """Speed-up of each (problem label, preset) over the baseline preset."""
-    base = {r.label: r.measurement.time_ms for r in rows if r.preset == baseline and r.measurement.ok}
+def speedups(rows: list[StudyRow], baseline: str = "baseline") -> dict[tuple[Problem, str], float]:
+    """Speed-up of each (problem, preset) over the baseline preset on the same problem."""
+    base = {r.problem: r.measurement.time_ms for r in rows if r.preset == baseline and r.measurement.ok}
     result = {}
     for r in rows:
-        b = base.get(r.label)
+        b = base.get(r.problem)
         if b and r.measurement.ok and r.measurement.time_ms:
-            result[(r.label, r.preset)] = b / r.measurement.time_ms
+            result[(r.problem, r.preset)] = b / r.measurement.time_ms
     return result

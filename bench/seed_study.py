@@ -32,9 +32,7 @@ def main() -> int:
     widths = parse_filter_widths(args.filter_width)
     size = image_size(args.image_size, device, widths)
     problems = [Conv2DProblem(width, *size) for width in widths]
-    labels = {
-        width: CONV2D.describe_kind(problem.kind()) for width, problem in zip(widths, problems, strict=True)
-    }
+    by_width = dict(zip(widths, problems, strict=True))
 
     def progress(row: StudyRow) -> None:
         m = row.measurement
@@ -54,15 +52,15 @@ def main() -> int:
     for name in presets:
         cells = []
         for w in widths:
-            row = next(r for r in rows if r.label == labels[w] and r.preset == name)
+            row = next(r for r in rows if r.problem == by_width[w] and r.preset == name)
             m = row.measurement
-            gain = gains.get((labels[w], name))
+            gain = gains.get((by_width[w], name))
             shown = f"{m.time_ms:.3f} ({gain:.2f}x)" if gain is not None else f"{m.time_ms:.3f}"
             cells.append(shown if m.ok else m.status.value)
         print(f"| {name} | " + " | ".join(cells) + " |")
     best = []
     for w in widths:
-        ok = [r for r in rows if r.label == labels[w] and r.measurement.ok]
+        ok = [r for r in rows if r.problem == by_width[w] and r.measurement.ok]
         if ok:
             top = min(ok, key=lambda r: r.measurement.time_ms)
             best.append(f"F={w}: {top.preset} {top.gflops:.0f} GFLOP/s")

@@ -20,7 +20,7 @@ from autotune.devices import device_info
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.conv2d.inputs import image_size, parse_filter_widths
 from autotune.store import Store
-from autotune.tune import Budget, Tuner, loop
+from autotune.tune import Budget, Tuner
 
 
 def _ratio(other: float | None, best: float | None) -> str:
@@ -36,7 +36,6 @@ def main() -> int:
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--image-size", default=None, help="output WxH [default: autotune search's]")
     args = parser.parse_args()
-    loop.WARM_START_PROBLEMS = args.widths
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
@@ -55,6 +54,7 @@ def main() -> int:
         budget=Budget(trials=args.trials),
         fresh=True,
         listener=listen,
+        warm_start=args.widths,
     )
     results = tuner.run()
     print(

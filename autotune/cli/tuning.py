@@ -225,7 +225,7 @@ def study(
                         "preset": r.preset,
                         **r.measurement.to_dict(),
                         "gflops": r.gflops,
-                        "speedup": gains.get((r.label, r.preset)),
+                        "speedup": gains.get((r.problem, r.preset)),
                     }
                     for r in rows
                 ],
@@ -236,15 +236,15 @@ def study(
         title=f"seed study on {device.name}, {size[0]}x{size[1]} output: median ms (speed-up over baseline)"
     )
     table.add_column("preset")
-    labels = list(dict.fromkeys(r.label for r in rows))
-    for label in labels:
-        table.add_column(label, justify="right")
+    for problem in problems:
+        table.add_column(CONV2D.describe_kind(problem.kind()), justify="right")
     for name in names:
         cells = []
-        for label in labels:
-            row = next(r for r in rows if r.label == label and r.preset == name)
-            m = row.measurement
-            cells.append(f"{m.time_ms:.3f} ({gains.get((label, name), 0):.2f}x)" if m.ok else m.status.value)
+        for problem in problems:
+            m = next(r for r in rows if r.problem == problem and r.preset == name).measurement
+            cells.append(
+                f"{m.time_ms:.3f} ({gains.get((problem, name), 0):.2f}x)" if m.ok else m.status.value
+            )
         table.add_row(name, *cells)
     console.print(table)
     for r in rows:

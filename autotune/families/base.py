@@ -135,10 +135,6 @@ class Problem(ABC):
     def tolerance(self) -> float:
         """The largest error a correct float32 kernel can make on `inputs()`."""
 
-    @abstractmethod
-    def label(self) -> str:
-        """How people name the problem in one line (`F=5 96x64`)."""
-
 
 class KernelFamily(ABC):
     """One operator: its space, template, problem type, rendering and adapters."""

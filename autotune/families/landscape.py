@@ -46,9 +46,6 @@ class LandscapeProblem(Problem):
     def tolerance(self) -> float:
         return 0.0
 
-    def label(self) -> str:
-        return self.name
-
 
 class LandscapeFamily(KernelFamily):
     name: ClassVar[str] = "landscape"

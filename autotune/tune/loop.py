@@ -36,7 +36,7 @@ from autotune.tune.ledger import Ledger
 from autotune.tune.retime import cross_check, retime
 from autotune.tune.summary import ProblemResult, summarise
 
-WARM_START_PROBLEMS = 8  # warm start: best configs of up to this many other problems
+WARM_START = 8  # warm start: up to this many distinct best configs of other problems, nearest first
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,7 @@ class Tuner:
         listener: Listener | None = None,
         compilers: int | None = None,
         evaluator: Any = None,
+        warm_start: int = WARM_START,
     ) -> None:
         """`evaluator`: what measures (default: an Evaluator on the device, in a worker
         process); anything with `device`, `evaluate` and `measure` will do."""
@@ -126,6 +127,7 @@ class Tuner:
         self.already_finished = False
         self.device_id: int | None = None
         self.evaluator = evaluator
+        self.warm_start = warm_start
 
     # -- the run ----------------------------------------------------------------
 
@@ -345,7 +347,7 @@ class Tuner:
         for _, config in rows:
             if config not in configs:
                 configs.append(config)
-        return configs[:WARM_START_PROBLEMS]
+        return configs[: self.warm_start]
 
     def summary(self, problem: Problem) -> ProblemResult:
         """What the run found for a problem, from the store alone."""

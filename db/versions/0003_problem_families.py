@@ -65,9 +65,7 @@ def upgrade() -> None:
             op.bulk_insert(table, rows)
     else:
         for p in problems:
-            bind.execute(
-                table.update().where(table.c.id == p.id).values(family=FAMILY, key=_key(*p[1:]))
-            )
+            bind.execute(table.update().where(table.c.id == p.id).values(family=FAMILY, key=_key(*p[1:])))
         with op.batch_alter_table("autotune_problems") as batch:
             batch.alter_column("family", existing_type=sa.String(40), nullable=False)
             batch.alter_column("key", existing_type=sa.Text, nullable=False)

@@ -73,9 +73,6 @@ class Conv2DProblem(Problem):
         image, filt = self.data()
         return tolerance(image, filt)
 
-    def label(self) -> str:
-        return f"F={self.filter_width} {self.out_width}x{self.out_height}"
-
 
 @functools.lru_cache(maxsize=32)
 def _seeded_taps(problem: Conv2DProblem) -> np.ndarray:

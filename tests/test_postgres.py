@@ -1,0 +1,105 @@
+"""The same schema upgrade on a real PostgreSQL server (`.ci/run` starts one; see
+checks/postgres.sh): PostgreSQL alters tables in place where SQLite rebuilds them.
+
+AUTOTUNE_TEST_POSTGRES names a server URL whose user may create databases; each test
+makes a database of its own. Without a server the test fails: it does not skip."""
+
+import json
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from autotune.store import Store
+from tests.conftest import cli_json
+
+SERVER = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://autotune:autotune@localhost/autotune")
+SECOND = Path(__file__).parent / "fixtures" / "schema_0002.db"
+TABLES = ("autotune_devices", "autotune_problems", "autotune_runs", "autotune_trials", "autotune_best")
+
+
+@pytest.fixture
+def database():
+    """A new, empty PostgreSQL database; dropped afterwards."""
+    name = f"autotune_test_{uuid.uuid4().hex[:12]}"
+    server = sa.create_engine(SERVER, isolation_level="AUTOCOMMIT")
+    try:
+        with server.connect() as connection:
+            connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    except sa.exc.OperationalError as exc:
+        pytest.fail(f"no PostgreSQL server at {SERVER} (run checks/postgres.sh): {exc.orig}")
+    url = sa.make_url(SERVER).set(database=name).render_as_string(hide_password=False)
+    yield url
+    with server.connect() as connection:
+        connection.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
+    server.dispose()
+
+
+def _at_schema_0002(url):
+    """The fixture's rows in a PostgreSQL database at schema 0002, as release 0.1.0 left it."""
+    from alembic import command
+    from alembic.config import Config
+
+    from autotune.resources import resource_path
+
+    engine = sa.create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(resource_path("db", "env.py").parent))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+    with sqlite3.connect(SECOND) as source, engine.begin() as target:
+        for table in TABLES:
+            cursor = source.execute(f"SELECT * FROM {table} ORDER BY 1")
+            columns = [c[0] for c in cursor.description]
+            rows = [dict(zip(columns, row, strict=True)) for row in cursor]
+            target.execute(sa.table(table, *map(sa.column, columns)).insert(), rows)
+        for table in ("autotune_devices", "autotune_problems", "autotune_runs", "autotune_trials"):
+            target.exec_driver_sql(f"SELECT setval('{table}_id_seq', (SELECT MAX(id) FROM {table}))")
+    engine.dispose()
+
+
+def test_schema_0002_upgrades_on_postgresql_as_on_sqlite(database, tmp_path):
+    _at_schema_0002(database)
+    Store(database).close()  # opening upgrades
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        problems = connection.execute(
+            sa.text("SELECT id, family, key FROM autotune_problems ORDER BY id")
+        ).all()
+        runs = connection.execute(sa.text("SELECT id, family, problems FROM autotune_runs ORDER BY id")).all()
+        columns = {c["name"] for c in sa.inspect(connection).get_columns("autotune_problems")}
+        unique = sa.inspect(connection).get_unique_constraints("autotune_problems")
+    engine.dispose()
+    with sqlite3.connect(SECOND) as source:
+        old_problems = source.execute(
+            "SELECT id, filter_width, out_width, out_height, dtype FROM autotune_problems"
+        )
+        expected = [
+            (i, "conv2d", {"filter_width": f, "out_width": w, "out_height": h, "dtype": d})
+            for i, f, w, h, d in old_problems
+        ]
+    assert [(i, family, json.loads(key)) for i, family, key in problems] == expected
+    assert columns == {"id", "family", "key"}
+    assert [u["column_names"] for u in unique] == [["family", "key"]]
+    assert [(i, family, [k["filter_width"] for k in json.loads(keys)]) for i, family, keys in runs] == [
+        (1, "conv2d", [3, 5, 7]),
+        (2, "conv2d", [5]),
+    ]
+    # The CLI answers from PostgreSQL exactly what it answers from the SQLite upgrade.
+    sqlite_copy = tmp_path / "copy.db"
+    sqlite_copy.write_bytes(SECOND.read_bytes())
+    for command in (("best",), ("history",), ("show", "1")):
+        on_postgres = cli_json(*command, "--db", database)
+        on_sqlite = cli_json(*command, "--db", f"sqlite:///{sqlite_copy}")
+        if command == ("history",):
+            for run in (*on_postgres["runs"], *on_sqlite["runs"]):
+                run.pop("finished_at"), run.pop("started_at")
+        assert on_postgres == on_sqlite, command
+    # and new problems get new ids
+    store = Store(database)
+    assert store.problem_id("conv2d", {"filter_width": 9}) == len(expected) + 1
+    store.close()

@@ -125,10 +125,20 @@ def devices(as_json: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def space(as_json: bool) -> None:
+@click.option(
+    "--markdown",
+    is_flag=True,
+    help="Only the knob table, in markdown (the README's knob table is this output).",
+)
+def space(as_json: bool, markdown: bool) -> None:
     """Print the knobs, their values, the constraints and the presets."""
     from autotune.space import convolution_space
 
+    if as_json and markdown:
+        raise UsageError("give --json or --markdown, not both")
+    if markdown:
+        click.echo(convolution_space().markdown_table(), nl=False)
+        return
     described = convolution_space().describe()
     if as_json:
         _print_json(described)

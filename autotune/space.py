@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import itertools
 import json
 import tomllib
 from collections.abc import Mapping
@@ -137,6 +138,44 @@ class SearchSpace:
                 reasons.append(c.reason)
         return reasons
 
+    def with_value(
+        self,
+        base: Mapping[str, object],
+        name: str,
+        value: object,
+        problem: Mapping[str, object],
+        device: object | None = None,
+    ) -> Config | None:
+        """The valid config closest to `base` (completed with defaults) that has knob
+        `name` set to `value`; None when no valid config has that value.
+
+        Closest means fewest other knobs changed: candidates are tried with 0, 1, 2, ...
+        changed knobs, the knobs to change taken in declaration order, and a changed
+        knob tries its default first, then its other values in declaration order. So the
+        answer is deterministic, and any rule the value brings with it (a knob it needs,
+        a knob it excludes) is satisfied without naming either here. A value no config
+        can take costs one pass over the whole space before None comes back.
+        """
+        if name not in self.knobs:
+            raise UsageError(f"unknown knob {name!r} (knobs: {', '.join(self.knobs)})")
+        start = self.complete({**base, name: value})
+        others = [n for n in self.knobs if n != name]
+        alternatives = {n: self._alternatives(n, start[n]) for n in others}
+        for count in range(len(others) + 1):
+            for changed in itertools.combinations(others, count):
+                for values in itertools.product(*(alternatives[n] for n in changed)):
+                    config = {**start, **dict(zip(changed, values, strict=True))}
+                    if not self.violations(config, problem, device):
+                        return config
+        return None
+
+    def _alternatives(self, name: str, current: Value) -> list[Value]:
+        """The values knob `name` can change to from `current`: its default first, then
+        the others in declaration order."""
+        knob = self.knobs[name]
+        ordered = [knob.default, *(v for v in knob.values if not _same(v, knob.default))]
+        return [v for v in ordered if not _same(v, current)]
+
     def points(self) -> int:
         n = 1
         for knob in self.knobs.values():
@@ -165,3 +204,24 @@ class SearchSpace:
             "presets": {p.name: {"about": p.about, "config": p.config} for p in self.presets.values()},
             "points": self.points(),
         }
+
+    def markdown_table(self) -> str:
+        """The knobs as a markdown table (knob, values, default, effect), one row per
+        knob in declaration order: what `autotune space --markdown` prints and the
+        README's knob table holds."""
+        rows = ["| knob | values | default | effect |", "|---|---|---|---|"]
+        for name, knob in self.describe()["knobs"].items():
+            values = ", ".join(_markdown_value(v) for v in knob["values"])
+            help_text = knob["help"].replace("|", "\\|")
+            rows.append(f"| `{name}` | {values} | {_markdown_value(knob['default'])} | {help_text} |")
+        return "\n".join(rows) + "\n"
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal and of one type, as Knob.accepts compares: True is not 1."""
+    return type(a) is type(b) and a == b
+
+
+def _markdown_value(value: object) -> str:
+    """A knob value as the space file spells it, without quotes: define, 4, true."""
+    return value if isinstance(value, str) else json.dumps(value)

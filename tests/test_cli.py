@@ -38,6 +38,13 @@ def test_space_json_matches_the_declaration():
     assert run_cli("space").returncode == 0
 
 
+def test_space_markdown_is_the_knob_table():
+    result = run_cli("space", "--markdown")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == CONV2D.space.markdown_table()
+    assert run_cli("space", "--markdown", "--json").returncode != 0
+
+
 def test_render_writes_what_a_host_needs(tmp_path):
     result = run_cli("render", "--filter-width", "7", "--preset", "float4", "--out", str(tmp_path), "-d", "0")
     assert result.returncode == 0, result.stderr

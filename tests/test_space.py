@@ -2,6 +2,8 @@ import copy
 import json
 import tomllib
 
+import jinja2
+import jinja2.meta as jinja2_meta
 import pytest
 
 from autotune.devices import device_info
@@ -21,23 +23,18 @@ def test_every_seed_kernel_is_a_preset():
         assert space.violations(preset.config, {"filter_width": 5}) == []
 
 
-def test_design_knobs_are_declared():
-    knobs = CONV2D.space.knobs
-    assert set(knobs) == {
-        "filter_mode",
-        "filter_space",
-        "unroll",
-        "unroll_rows",
-        "vector",
-        "image_vector",
-        "local_x",
-        "local_y",
-        "work_x",
-        "work_y",
-        "cache_local",
-    }
-    assert knobs["unroll"].values == (1, 2, 4, 8, "full")
-    assert knobs["vector"].values == (1, 4)
+def test_every_knob_is_documented_and_reaches_the_template():
+    """Follows from the space file: each knob says what it does, has a default among
+    its values, and is a variable of the template under its own name."""
+    space = CONV2D.space
+    template = (ROOT / "templates" / "conv2d.cl.j2").read_text()
+    variables = jinja2_meta.find_undeclared_variables(jinja2.Environment().parse(template))
+    assert space.knobs
+    for name, knob in space.knobs.items():
+        assert knob.help.strip(), f"knob {name!r} has no help text in search_spaces/conv2d.toml"
+        assert "\n" not in knob.help, f"knob {name!r}: keep its help text on one line"
+        assert knob.accepts(knob.default), f"knob {name!r}: default {knob.default!r} is not one of its values"
+        assert name in variables, f"knob {name!r} is not a variable of templates/conv2d.cl.j2"
 
 
 def test_complete_fills_defaults_and_checks_types():
@@ -117,3 +114,101 @@ def test_stored_configs_are_read_with_newer_knobs_at_their_defaults():
     assert CONV2D.read_config(json.dumps(older)) == CONV2D.space.complete(older)
     assert CONV2D.read_config(older)["image_vector"] == 1
     assert CONV2D.read_config(json.dumps({"block_size_x": 32})) is None  # another space's
+
+
+def _tiny_space() -> SearchSpace:
+    return SearchSpace.from_dict(
+        {
+            "knobs": {
+                "a": {"values": [1, 2, 3]},
+                "b": {"values": ["x", "y"], "default": "y"},
+                "c": {"values": ["p", "q", "r"]},
+                "d": {"values": [1, 2, 4, 8], "default": 4},
+                "e": {"values": [False, True]},
+            },
+            "constraints": [
+                {"rule": "a != 2 or b == 'x'", "reason": "a=2 needs b=x"},
+                {
+                    "rule": "a != 3 or c == 'r' or (b == 'x' and d == 1)",
+                    "reason": "a=3 needs c=r, or b=x and d=1",
+                },
+                {"rule": "d != 8 or a == 1", "reason": "d=8 needs a=1"},
+                {"rule": "d <= n", "reason": "d is at most the problem's n"},
+                {"rule": "not e", "reason": "e is never on"},
+                {"rule": "a <= device.top", "reason": "a is at most the device's top"},
+            ],
+        }
+    )
+
+
+def test_with_value_changes_the_fewest_knobs():
+    space = _tiny_space()
+    problem = {"n": 8}
+    # Already valid: only the asked knob differs from the (completed) base.
+    assert space.with_value({}, "a", 1, problem) == {"a": 1, "b": "y", "c": "p", "d": 4, "e": False}
+    # One knob must follow; the base's other knobs stay.
+    assert space.with_value({}, "a", 2, problem) == {"a": 2, "b": "x", "c": "p", "d": 4, "e": False}
+    assert space.with_value({"c": "q"}, "a", 2, problem)["c"] == "q"
+    # One change (c, declared after b) beats two (b and d).
+    assert space.with_value({}, "a", 3, problem) == {"a": 3, "b": "y", "c": "r", "d": 4, "e": False}
+    # Two changes where needed; a changed knob tries its default (4) before 1 and 2.
+    assert space.with_value({"d": 8}, "a", 2, problem) == {"a": 2, "b": "x", "c": "p", "d": 4, "e": False}
+    # Rules over the problem's fields.
+    assert space.with_value({"d": 8}, "a", 1, {"n": 4})["d"] == 4
+    assert space.with_value({"d": 2}, "a", 1, {"n": 1}) == {"a": 1, "b": "y", "c": "p", "d": 1, "e": False}
+
+
+def test_with_value_none_when_no_valid_config_has_it():
+    space = _tiny_space()
+    assert space.with_value({}, "e", True, {"n": 8}) is None
+    assert space.with_value({}, "d", 8, {"n": 4}) is None
+    # Device rules count only when a device is given.
+    assert space.with_value({}, "a", 3, {"n": 8}, {"top": 2}) is None
+    assert space.with_value({}, "a", 3, {"n": 8}, {"top": 3})["a"] == 3
+    with pytest.raises(UsageError, match="unknown knob 'z'"):
+        space.with_value({}, "z", 1, {"n": 8})
+    with pytest.raises(UsageError, match="'e' cannot be 1"):
+        space.with_value({}, "e", 1, {"n": 8})  # 1 is not True
+
+
+def test_with_value_on_the_kernel_space():
+    space = CONV2D.space
+    problem = {"filter_width": 5}
+    base = space.complete({"filter_mode": "define", "work_x": 2, "image_vector": 2})
+    # unroll_rows=false is only valid with unroll=full: the search finds that alone.
+    assert space.with_value(base, "unroll_rows", False, problem) == {
+        **base,
+        "unroll_rows": False,
+        "unroll": "full",
+    }
+    assert space.with_value(base, "image_vector", 4, problem) == {**base, "image_vector": 4, "work_x": 4}
+    assert space.with_value(base, "vector", 4, problem) == {**base, "vector": 4, "image_vector": 1}
+    assert space.with_value(base, "filter_mode", "arg", problem) == {**base, "filter_mode": "arg"}
+    for name, knob in space.knobs.items():
+        for value in knob.values:
+            config = space.with_value(base, name, value, problem)
+            assert config is not None, f"no valid config has {name}={value}"
+            assert config[name] == value and space.violations(config, problem) == []
+
+
+def test_readme_knob_table_is_generated_from_the_space_file():
+    readme = (ROOT / "README.md").read_text()
+    begin, end = "<!-- knobs:begin -->\n", "<!-- knobs:end -->"
+    assert readme.count(begin) == 1 and readme.count(end) == 1, "README.md lost its knob table markers"
+    block = readme.split(begin)[1].split(end)[0]
+    assert block == CONV2D.space.markdown_table(), (
+        "README.md's knob table differs from search_spaces/conv2d.toml: replace the lines between "
+        f"{begin.strip()} and {end} with the output of `python -m autotune space --markdown`"
+    )
+
+
+def test_markdown_table_escapes_pipes_and_spells_values_as_the_file_does():
+    space = SearchSpace.from_dict(
+        {"knobs": {"k": {"values": [True, False], "help": "a | b"}, "m": {"values": ["s", 2]}}}
+    )
+    assert space.markdown_table().splitlines() == [
+        "| knob | values | default | effect |",
+        "|---|---|---|---|",
+        "| `k` | true, false | true | a \\| b |",
+        "| `m` | s, 2 | s |  |",
+    ]

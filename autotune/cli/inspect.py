@@ -44,10 +44,20 @@ def devices(as_json: bool) -> None:
 
 @click.command()
 @json_option
-def space(as_json: bool) -> None:
+@click.option(
+    "--markdown",
+    is_flag=True,
+    help="Only the knob table, in markdown (the README's knob table is this output).",
+)
+def space(as_json: bool, markdown: bool) -> None:
     """Print the knobs, their values, the constraints and the presets."""
     from autotune.families.conv2d import CONV2D
 
+    if as_json and markdown:
+        raise UsageError("give --json or --markdown, not both")
+    if markdown:
+        click.echo(CONV2D.space.markdown_table(), nl=False)
+        return
     described = CONV2D.space.describe()
     if as_json:
         emit("space", {"family": CONV2D.name, **described})

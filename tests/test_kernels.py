@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from autotune.devices import device_info
 from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D
-from autotune.families.conv2d.render import _float_literal, generate, literal_filter
+from autotune.families.conv2d.render import generate, literal_filter
+from autotune.families.rendering import float_literal
 from tests.opencl_runner import run_kernel, scipy_valid
 
 SPACE = CONV2D.space
@@ -126,10 +127,10 @@ def test_literal_filter_needs_its_values_and_keeps_them_exactly():
     values = np.random.default_rng(0).standard_normal(2000).astype(np.float32) * np.float32(1e-3)
     values = np.concatenate([values, np.array([0.0, -0.0, 1e-45, -3.4e38, 2**-126], dtype=np.float32)])
     for value in values:
-        text = _float_literal(float(value))
+        text = float_literal(float(value))
         assert text.endswith("f") and np.float32(float.fromhex(text[:-1])) == value
         assert np.signbit(float.fromhex(text[:-1])) == np.signbit(value)
-    assert [_float_literal(v) for v in (float("nan"), float("inf"), float("-inf"))] == [
+    assert [float_literal(v) for v in (float("nan"), float("inf"), float("-inf"))] == [
         "NAN",
         "INFINITY",
         "-INFINITY",

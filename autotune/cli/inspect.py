@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from autotune.cli.options import db_option, json_option, open_store
+from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
 from autotune.cli.output import console, device_record, emit, print_configs
 from autotune.errors import AutotuneError, UsageError
 
@@ -93,6 +93,7 @@ def _kernel_record(family: Any, device: dict[str, Any], choice: Any) -> dict[str
         "device": device,
         "family": family.name,
         **problem.kind(),
+        "problem": family.describe_kind(problem.kind()),
         "image_size": list(problem.size),
         "fallback": choice.level,
         "time_ms": choice.time_ms,
@@ -114,12 +115,15 @@ def _kernel_record(family: Any, device: dict[str, Any], choice: Any) -> dict[str
     default=None,
     help="With -d and -f: the output WIDTHxHEIGHT to answer for.",
 )
+@family_options
 @db_option
 @json_option
 def best(
     device_index: int | None,
     filter_width: int | None,
     size_text: str | None,
+    family_name: str,
+    ranks_text: str | None,
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -130,35 +134,37 @@ def best(
     default).
     """
     from autotune.devices import device_info
-    from autotune.families.conv2d import CONV2D
+    from autotune.families import get_family
     from autotune.families.conv2d.inputs import parse_image_size
-    from autotune.families.conv2d.render import check_filter_width
     from autotune.lookup import Choice, resolve_kind
 
+    family = get_family(family_name)
+    ranks = parse_ranks(ranks_text)
     store = open_store(db_url)
     records = []
     if device_index is not None and filter_width is not None:
-        check_filter_width(filter_width)
         info = device_info(device_index)
         size = parse_image_size(size_text) if size_text else None
-        choice = resolve_kind(
-            store.best(), CONV2D, {"filter_width": filter_width, "dtype": "float32"}, info, size
-        )
-        records.append(_kernel_record(CONV2D, device_record(info), choice))
+        for kind in family.kinds([filter_width], ranks):
+            choice = resolve_kind(store.best(), family, kind, info, size)
+            records.append(_kernel_record(family, device_record(info), choice))
     else:
         mine_id = None
         if device_index is not None:
             row = store.device_row(device_info(device_index).fingerprint)
             mine_id = row.id if row is not None else -1
-        for row, device, problem_row in store.best(device_id=mine_id, family=CONV2D.name):
-            problem = CONV2D.problem(problem_row.fields)
-            if filter_width is not None and problem.filter_width != filter_width:
+        for row, device, problem_row in store.best(device_id=mine_id, family=family.name):
+            problem = family.problem(problem_row.fields)
+            key = problem.key()
+            if filter_width is not None and key.get("filter_width") != filter_width:
                 continue
-            config = CONV2D.read_config(row.config) or json.loads(row.config)
+            if ranks and key.get("rank") not in ranks:
+                continue
+            config = family.read_config(row.config) or json.loads(row.config)
             choice = Choice(
                 config, problem, "exact", row.time_ms, problem.size, device.name, trial_id=row.trial_id
             )
-            records.append(_kernel_record(CONV2D, device_record(device), choice))
+            records.append(_kernel_record(family, device_record(device), choice))
     if as_json:
         emit("best", {"kernels": records})
         return
@@ -166,27 +172,27 @@ def best(
         console.print("no tuned kernels yet (run `autotune search`)")
         return
     if device_index is not None and filter_width is not None:
-        r = records[0]
-        timing = f"{r['time_ms']:.4f} ms when tuned" if r["time_ms"] else "not tuned"
-        size = r["image_size"]
-        click.echo(
-            f"F={filter_width} on {r['device']['name']}, {size[0]}x{size[1]}: {r['fallback']} ({timing})"
-        )
-        print_configs([(f"F={filter_width}", r["config"])])
+        for r in records:
+            timing = f"{r['time_ms']:.4f} ms when tuned" if r["time_ms"] else "not tuned"
+            size = r["image_size"]
+            click.echo(
+                f"{r['problem']} on {r['device']['name']}, {size[0]}x{size[1]}: {r['fallback']} ({timing})"
+            )
+            print_configs([(r["problem"], r["config"])])
         return
     table = Table(title="best kernels")
-    for column in ("device", "F", "image", "ms", "GFLOP/s"):
+    for column in ("device", "problem", "image", "ms", "GFLOP/s"):
         table.add_column(column)
     for r in records:
         table.add_row(
             r["device"]["name"],
-            str(r["filter_width"]),
+            r["problem"],
             "x".join(map(str, r["image_size"])),
             f"{r['time_ms']:.4f}",
             f"{r['gflops']:.1f}",
         )
     console.print(table)
-    print_configs((f"F={r['filter_width']}", r["config"]) for r in records)
+    print_configs((r["problem"], r["config"]) for r in records)
 
 
 @click.command()

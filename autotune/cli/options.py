@@ -50,6 +50,37 @@ def problem_options(default_widths: str) -> Any:
     return decorate
 
 
+def family_options(function: Any) -> Any:
+    """--family and --rank: which kernel family, and the ranks a separable search tunes."""
+    from autotune.families import family_names
+
+    function = click.option(
+        "--rank",
+        "ranks_text",
+        default=None,
+        help="Comma list of filter ranks (separable family) [default: 1].",
+    )(function)
+    return click.option(
+        "--family",
+        "family_name",
+        type=click.Choice(family_names()),
+        default="conv2d",
+        show_default=True,
+        help="Kernel family: conv2d (direct) or separable (r row/column terms).",
+    )(function)
+
+
+def parse_ranks(text: str | None) -> list[int] | None:
+    from autotune.errors import UsageError
+
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise UsageError(f"--rank takes a comma list of positive integers, got {text!r}")
+    return list(dict.fromkeys(int(p) for p in parts))
+
+
 def open_store(url: str | None) -> Any:
     from autotune.store import Store
 

@@ -8,13 +8,21 @@ from typing import Any
 import click
 from rich.table import Table
 
-from autotune.cli.options import db_option, json_option, open_store, problem_options
+from autotune.cli.options import (
+    db_option,
+    family_options,
+    json_option,
+    open_store,
+    parse_ranks,
+    problem_options,
+)
 from autotune.cli.output import console, device_record, emit, errors, print_configs, progress
 from autotune.errors import AutotuneError, UsageError
 
 
 @click.command()
 @problem_options("3,5,7")
+@family_options
 @click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
 @click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
 @click.option("--sampler", default=None, help="gp (the default), tpe-local, tpe, random, cmaes or grid.")
@@ -32,6 +40,8 @@ def search(
     device_index: int,
     widths_text: str,
     size_text: str | None,
+    family_name: str,
+    ranks_text: str | None,
     trials: int,
     time_budget: float | None,
     sampler: str | None,
@@ -41,16 +51,18 @@ def search(
     db_url: str | None,
     as_json: bool,
 ) -> None:
-    """Tune kernels for each filter width; every trial goes into the database."""
+    """Tune kernels for each filter width (and rank); every trial goes into the database."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from autotune.devices import device_info
-    from autotune.families.conv2d import CONV2D, Conv2DProblem
+    from autotune.families import get_family
     from autotune.families.conv2d.inputs import image_size, parse_filter_widths
     from autotune.search import DEFAULT_SAMPLER, SAMPLERS
     from autotune.tune import Budget, Tuner
 
+    family = get_family(family_name)
     widths = parse_filter_widths(widths_text)
+    kinds = family.kinds(widths, parse_ranks(ranks_text))
     sampler = sampler or DEFAULT_SAMPLER
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
@@ -107,8 +119,8 @@ def search(
         store,
         device_index,
         device,
-        CONV2D,
-        [Conv2DProblem(width, *size) for width in widths],
+        family,
+        family.problems_of(kinds, size),
         sampler=sampler,
         seed=seed,
         budget=Budget(trials=trials, time_s=time_budget),
@@ -118,7 +130,7 @@ def search(
     )
     with bars:
         results = tuner.run()
-    _print_summary(results, device, size, tuner.run_id, as_json)
+    _print_summary(results, device, size, tuner.run_id, family.name, as_json)
     if tuner.stop.requested:
         errors.print(
             "stopped: every finished trial is saved; run the same command again to resume", highlight=False
@@ -131,13 +143,19 @@ def _ratio(other: float | None, best: float | None) -> str:
 
 
 def _print_summary(
-    results: list[Any], device: Any, size: tuple[int, int], run_id: int | None, as_json: bool
+    results: list[Any],
+    device: Any,
+    size: tuple[int, int],
+    run_id: int | None,
+    family_name: str,
+    as_json: bool,
 ) -> None:
     if as_json:
         emit(
             "search",
             {
                 "run_id": run_id,
+                "family": family_name,
                 "device": device_record(device),
                 "image_size": list(size),
                 "results": [
@@ -161,12 +179,12 @@ def _print_summary(
         )
         return
     table = Table(title=f"run {run_id}: best kernels on {device.name}, {size[0]}x{size[1]} output")
-    for column in ("F", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials"):
+    for column in ("problem", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials"):
         table.add_column(column, justify="right")
     for r in results:
         seed = f"{_ratio(r.best_seed_ms, r.best_ms)} ({r.best_seed_preset})" if r.best_seed_preset else "-"
         table.add_row(
-            str(r.problem.filter_width),
+            r.label,
             f"{r.best_ms:.4f}" if r.best_ms else "-",
             f"{r.gflops:.1f}" if r.gflops else "-",
             f"{r.gbs:.1f}" if r.gbs else "-",

@@ -21,8 +21,9 @@ __all__ = [
 
 def _registry() -> dict[str, KernelFamily]:
     from autotune.families.conv2d import CONV2D
+    from autotune.families.separable import SEPARABLE
 
-    return {CONV2D.name: CONV2D}
+    return {family.name: family for family in (CONV2D, SEPARABLE)}
 
 
 def family_names() -> list[str]:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -155,6 +155,17 @@ class KernelFamily(ABC):
         if set(key) != names:
             raise UsageError(f"a {self.name} problem has the fields {sorted(names)}, got {sorted(key)}")
         return self.problem_type(**key, seed=seed)  # type: ignore[call-arg]
+
+    def kinds(self, filter_widths: Sequence[int], ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """The problem kinds a command line names (`-f 3,5 --rank 1,2`)."""
+        raise UsageError(f"the {self.name} family is not tuned from the command line")
+
+    def problems_of(
+        self, kinds: Sequence[Mapping[str, Any]], size: Sequence[int], seed: int = 0
+    ) -> list[Problem]:
+        """One problem per kind, all of one data size."""
+        sizes = dict(zip(self.problem_type.size_fields, size, strict=True))
+        return [self.problem({**kind, **sizes}, seed=seed) for kind in kinds]
 
     def violations(self, config: Config, problem: Problem, device: object | None = None) -> list[str]:
         return self.space.violations(config, problem.key(), device)

@@ -9,15 +9,22 @@ manifest says.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
+from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
-from autotune.families.conv2d.render import SPACE_FILE, TEMPLATE_FILE, generate, literal_filter
+from autotune.families.conv2d.render import (
+    SPACE_FILE,
+    TEMPLATE_FILE,
+    check_filter_width,
+    generate,
+    literal_filter,
+)
 from autotune.space import Config
 
 # What exported kernels look like to a host program (DESIGN.md's kernel ABI).
@@ -53,6 +60,11 @@ class Conv2D(KernelFamily):
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
         return f"F={kind['filter_width']}"
+
+    def kinds(self, filter_widths: Sequence[int], ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        if ranks:
+            raise UsageError("--rank is for --family separable: the direct family runs any filter as it is")
+        return [self.kind(check_filter_width(width)) for width in filter_widths]
 
     def default_size(self, device: object) -> tuple[int, ...]:
         return default_image_size(device)

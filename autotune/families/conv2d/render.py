@@ -10,36 +10,19 @@ frees the registers that held them), so every caller passes the filter it will r
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelVariant
-from autotune.resources import resource_path
+from autotune.families.rendering import float_literal, load_template
 from autotune.space import Config, SearchSpace
 
 KERNEL_NAME = "convolve"
 SPACE_FILE = "conv2d.toml"
 TEMPLATE_FILE = "conv2d.cl.j2"
 MAX_FILTER_WIDTH = 255
-
-_environment: jinja2.Environment | None = None
-
-
-def _template() -> jinja2.Template:
-    global _environment
-    if _environment is None:
-        _environment = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(resource_path("templates", TEMPLATE_FILE).parent),
-            trim_blocks=True,
-            lstrip_blocks=True,
-            undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-        )
-    return _environment.get_template(TEMPLATE_FILE)
 
 
 def check_filter_width(filter_width: object) -> int:
@@ -61,23 +44,13 @@ def literal_filter(config: Config) -> bool:
     return config.get("filter_space") == "literal"
 
 
-def _float_literal(value: float) -> str:
-    """An exact OpenCL C literal for a float32 (hexadecimal; NaN and infinities by name)."""
-    if math.isnan(value):
-        return "NAN"
-    if math.isinf(value):
-        return "INFINITY" if value > 0 else "-INFINITY"
-    mantissa, exponent = value.hex().split("p")
-    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"
-
-
 def _filter_rows(taps: Any, filter_width: int) -> list[str]:
     values = np.asarray(taps, dtype=np.float32)
     if values.shape != (filter_width, filter_width):
         raise UsageError(
             f"filter_space=literal needs the {filter_width}x{filter_width} filter, got shape {values.shape}"
         )
-    return [", ".join(_float_literal(float(v)) for v in row) for row in values]
+    return [", ".join(float_literal(float(v)) for v in row) for row in values]
 
 
 def generate(
@@ -105,7 +78,7 @@ def generate(
     if literal:
         filter_row_type = "__constant float"
     tile_pitch = config["local_x"] * config["work_x"] + filter_width - 1
-    source = _template().render(
+    source = load_template(TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(config, sort_keys=True),
         kernel_name=KERNEL_NAME,

@@ -1,0 +1,120 @@
+"""The separable family: a rank-r filter run as r (row pass, column pass) terms in one
+kernel, so an F x F filter costs about 4rF operations per output instead of 2F².
+
+Descriptor of the family: space (search_spaces/separable.toml), template
+(templates/separable.cl.j2), problem (`SeparableProblem`: filter width, rank and output
+size), rendering (`render.generate`), the kernel ABI, and the adapters lookup and
+export use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.conv2d.inputs import default_image_size
+from autotune.families.conv2d.render import check_filter_width
+from autotune.families.separable.problem import SeparableProblem
+from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_rank, generate, literal_taps
+from autotune.space import Config
+
+# What exported kernels look like to a host program.
+ABI = (
+    "__global const float *input",
+    "TAP_SPACE const float *row_taps",
+    "TAP_SPACE const float *column_taps",
+    "__global float *output",
+    "const int in_width",
+    "const int in_height",
+    "const int out_width",
+    "const int out_height",
+)
+LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y"
+
+
+class Separable(KernelFamily):
+    name: ClassVar[str] = "separable"
+    space_file: ClassVar[str] = SPACE_FILE
+    template: ClassVar[str] = TEMPLATE_FILE
+    problem_type: ClassVar[type[Problem]] = SeparableProblem
+    description: ClassVar[str] = "2D 'valid' correlation, float32, rank-r F x F filter as r separable terms"
+
+    one_input_kernel: ClassVar[str] = "has the taps compiled in"
+    any_input_kernel: ClassVar[str] = "reads its tap arguments"
+    values_option: ClassVar[str] = "--filter FILE.npy"
+    values_needed: ClassVar[str] = "tap_space=literal compiles the taps into the kernel; give the filter"
+
+    def kind(self, filter_width: int, rank: int = 1, dtype: str = "float32") -> dict[str, Any]:
+        """The problem kind of a filter width and rank (its key without the output size)."""
+        return {"filter_width": filter_width, "rank": rank, "dtype": dtype}
+
+    def describe_kind(self, kind: Mapping[str, Any]) -> str:
+        return f"F={kind['filter_width']},rank={kind['rank']}"
+
+    def kinds(self, filter_widths: Sequence[int], ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Every width at every rank (rank 1 when none is given)."""
+        return [
+            self.kind(check_filter_width(w), check_rank(r)) for w in filter_widths for r in (ranks or [1])
+        ]
+
+    def default_size(self, device: object) -> tuple[int, ...]:
+        return default_image_size(device)
+
+    def warm_start_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float:
+        return abs(kind["filter_width"] - other["filter_width"]) + 8 * abs(kind["rank"] - other["rank"])
+
+    def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
+        return {"filter_width": key["filter_width"], "rank": key["rank"]}
+
+    def render(self, config: Config, problem: Problem, values: Any = None) -> KernelVariant:
+        """`values`: the (row_taps, column_taps) a literal kernel is compiled for
+        (default: the problem's seeded taps, the ones it is verified and timed with)."""
+        assert isinstance(problem, SeparableProblem)
+        if values is None and literal_taps(config):
+            values = problem.taps()
+        return generate(config, problem.filter_width, problem.rank, self.space, values)
+
+    def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
+        assert isinstance(problem, SeparableProblem)
+        sizes = (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
+        taps = (buffers["row_taps"], buffers["column_taps"])
+        return (buffers["input"], *taps, buffers["output"], *(np.int32(n) for n in sizes))
+
+    def serves_any_data(self, config: Config) -> bool:
+        return not literal_taps(config)
+
+    def any_data_twin(self, config: Config, problem: Problem, device: object) -> Config:
+        twin = {**config, "tap_space": "constant"}
+        if self.violations(twin, problem, device):
+            twin["tap_space"] = "global"
+        return twin
+
+    def fallback(self, problem: Problem, device: object) -> Config:
+        """The space's fallback, its work-group halved until the device accepts it."""
+        config = super().fallback(problem, device)
+        while self.violations(config, problem, device) and (config["local_x"] > 1 or config["local_y"] > 1):
+            knob = "local_x" if config["local_x"] >= config["local_y"] else "local_y"
+            config[knob] = int(config[knob]) // 2
+        return config
+
+    def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
+        return {
+            "filter_width": variant.render_key["filter_width"],
+            "rank": variant.render_key["rank"],
+            # True: the taps are in the source and the tap arguments are ignored.
+            "taps_compiled_in": literal_taps(variant.config),
+            "arguments": list(ABI),
+            "launch": LAUNCH,
+        }
+
+    def export_stem(self, variant: KernelVariant) -> str:
+        key = variant.render_key
+        return f"separable_f{key['filter_width']}_r{key['rank']}"
+
+
+SEPARABLE = Separable()
+
+__all__ = ["SEPARABLE", "Separable", "SeparableProblem"]

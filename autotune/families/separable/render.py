@@ -1,0 +1,82 @@
+"""Code generation for the separable family: a pure function from (config, filter
+width, rank) to a runnable kernel. With `tap_space=literal` the taps are part of the
+input too: that kernel is compiled for one filter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from autotune.errors import UsageError
+from autotune.families.base import KernelVariant
+from autotune.families.conv2d.render import check_filter_width
+from autotune.families.rendering import float_literal, load_template
+from autotune.families.separable.problem import MAX_RANK
+from autotune.space import Config, SearchSpace
+
+KERNEL_NAME = "separable"
+SPACE_FILE = "separable.toml"
+TEMPLATE_FILE = "separable.cl.j2"
+
+
+def check_rank(rank: object) -> int:
+    if type(rank) is not int or not 1 <= rank <= MAX_RANK:
+        raise UsageError(f"rank must be an integer from 1 to {MAX_RANK}, got {rank!r}")
+    return rank
+
+
+def literal_taps(config: Config) -> bool:
+    """Whether the kernel for `config` is compiled for one filter's taps."""
+    return config.get("tap_space") == "literal"
+
+
+def _tap_rows(taps: Any, rank: int, filter_width: int, name: str) -> list[list[str]]:
+    values = np.asarray(taps, dtype=np.float32)
+    if values.shape != (rank, filter_width):
+        expected = (rank, filter_width)
+        raise UsageError(f"tap_space=literal needs {name} of shape {expected}, got {values.shape}")
+    return [[float_literal(float(v)) for v in row] for row in values]
+
+
+def generate(
+    config: Config,
+    filter_width: int,
+    rank: int,
+    space: SearchSpace | None = None,
+    taps: tuple[Any, Any] | None = None,
+) -> KernelVariant:
+    """Render one point of the space; raises UsageError for a point that cannot exist.
+
+    `taps` (row_taps, column_taps), each rank x F, are what a `tap_space=literal` kernel
+    is compiled for; other kernels read the tap arguments and ignore them."""
+    space = space or SearchSpace.shipped(SPACE_FILE)
+    filter_width, rank = check_filter_width(filter_width), check_rank(rank)
+    config = space.complete(config)
+    reasons = space.violations(config, {"filter_width": filter_width, "rank": rank})
+    if reasons:
+        raise UsageError(f"invalid configuration: {reasons[0]}")
+    literal = literal_taps(config)
+    if literal and taps is None:
+        raise UsageError("tap_space=literal compiles the taps into the kernel: give the filter")
+    source = load_template(TEMPLATE_FILE).render(
+        **config,
+        config_json=json.dumps(config, sort_keys=True),
+        kernel_name=KERNEL_NAME,
+        filter_width=filter_width,
+        rank=rank,
+        tap_type="__constant float" if config["tap_space"] == "constant" else "__global const float",
+        row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
+        column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,
+    )
+    return KernelVariant(
+        source=source,
+        kernel_name=KERNEL_NAME,
+        local_size=(int(config["local_x"]), int(config["local_y"])),
+        work_per_item=(int(config["work_x"]), int(config["work_y"])),
+        build_options=(),
+        config=dict(config),
+        family="separable",
+        render_key={"filter_width": filter_width, "rank": rank},
+    )

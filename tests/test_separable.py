@@ -1,0 +1,159 @@
+"""The separable family: kernels agree with SciPy for every knob value, rank and awkward
+size; the measuring worker, the search and `best` run it like any family.
+
+Kernels run here through plain pyopencl with the manifest's launch rule, and are
+compared with scipy.signal.correlate2d on the full filter, not with our own reference.
+"""
+
+import numpy as np
+import pyopencl as cl
+import pytest
+from scipy import signal
+
+from autotune.devices import device_info
+from autotune.errors import UsageError
+from autotune.families import get_family
+from autotune.families.separable import SEPARABLE, SeparableProblem
+from autotune.families.separable.render import generate, literal_taps
+from tests.conftest import FAST, cli_json, run_cli
+from tests.opencl_runner import _opencl
+
+SPACE = SEPARABLE.space
+DEVICE = device_info(0)
+BASE = {"local_x": 8, "local_y": 4, "work_x": 2, "work_y": 2}
+
+
+def run_separable(variant, image, row_taps, column_taps):
+    """Launch as a host would: the ABI's argument order, the manifest's global size."""
+    context, queue = _opencl()
+    f = row_taps.shape[1]
+    in_h, in_w = image.shape
+    out_h, out_w = in_h - f + 1, in_w - f + 1
+    mf = cl.mem_flags
+
+    def buffer(array):
+        return cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
+
+    output = np.full((out_h, out_w), np.nan, dtype=np.float32)
+    output_buffer = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
+    program = cl.Program(context, variant.source).build(options=list(variant.build_options))
+    kernel = cl.Kernel(program, variant.kernel_name)
+    sizes = [np.int32(n) for n in (in_w, in_h, out_w, out_h)]
+    global_size = variant.global_size((out_w, out_h))
+    kernel(
+        queue,
+        global_size,
+        variant.local_size,
+        buffer(image),
+        buffer(row_taps),
+        buffer(column_taps),
+        output_buffer,
+        *sizes,
+    )
+    cl.enqueue_copy(queue, output, output_buffer)
+    return output
+
+
+def check(config, filter_width, rank, out_size, seed=0, taps=None):
+    rng = np.random.default_rng(seed)
+    out_w, out_h = out_size
+    image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
+    if taps is None:
+        taps = tuple(rng.uniform(-1, 1, (rank, filter_width)).astype(np.float32) for _ in range(2))
+    row_taps, column_taps = taps
+    variant = generate(config, filter_width, rank, SPACE, taps)
+    if literal_taps(variant.config):
+        # A kernel with the taps compiled in gets NaNs as its arguments: it must not read them.
+        row_taps, column_taps = np.full_like(row_taps, np.nan), np.full_like(column_taps, np.nan)
+    got = run_separable(variant, image, row_taps, column_taps)
+    full = np.einsum("kr,kc->rc", taps[1].astype(np.float64), taps[0].astype(np.float64))
+    expected = signal.correlate2d(image.astype(np.float64), full, mode="valid")
+    bound = 4 * (2 * filter_width + rank + 1) * np.finfo(np.float32).eps * np.abs(full).sum() + 1e-6
+    assert got.shape == expected.shape
+    assert np.all(np.isfinite(got)), "an output was not written"
+    np.testing.assert_allclose(got, expected, rtol=0, atol=bound)
+
+
+def _knob_cases():
+    """Every value of every knob, each in the valid config nearest to one base."""
+    for name, knob in SPACE.knobs.items():
+        for value in knob.values:
+            config = SPACE.with_value(BASE, name, value, {"filter_width": 5, "rank": 2}, DEVICE)
+            yield pytest.param(name, value, config, id=f"{name}={value}")
+
+
+@pytest.mark.parametrize("name,value,config", list(_knob_cases()))
+def test_every_knob_value_matches_scipy(name, value, config):
+    assert config is not None, f"no valid config on this device has {name}={value}"
+    assert config[name] == value
+    check(config, 5, 2, (37, 23))
+    check(config, 4, 1, (11, 9), seed=1)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("out_size", [(1, 1), (3, 2), (13, 7), (5, 67), (67, 5)])
+@pytest.mark.parametrize("row_columns", ["strided", "contiguous"])
+def test_ranks_and_awkward_sizes(rank, out_size, row_columns):
+    config = {**BASE, "work_x": 4, "work_y": 4, "row_columns": row_columns, "cache_input": rank == 2}
+    check(config, 3 + rank, rank, out_size, seed=rank)
+
+
+@pytest.mark.parametrize(
+    "name,row,column",
+    [
+        ("box 5", np.ones(5) / 5, np.ones(5) / 5),
+        ("gaussian 9", np.exp(-((np.arange(9) - 4) ** 2) / 8), np.exp(-((np.arange(9) - 4) ** 2) / 8)),
+        ("sobel x", np.array([-1.0, 0.0, 1.0]), np.array([1.0, 2.0, 1.0])),
+    ],
+)
+def test_the_filters_people_use(name, row, column):
+    taps = (row[None, :].astype(np.float32), column[None, :].astype(np.float32))
+    for config in ({**BASE, "tap_space": "literal"}, {**BASE, "tap_space": "global", "cache_input": True}):
+        check(config, row.size, 1, (29, 17), taps=taps)
+
+
+def test_bad_points_and_problems_are_refused():
+    with pytest.raises(UsageError, match="rank must be an integer from 1 to 8"):
+        generate({}, 5, 9)
+    with pytest.raises(UsageError, match="give the filter"):
+        generate({"tap_space": "literal"}, 5, 1)
+    with pytest.raises(UsageError, match=r"shape \(2, 5\)"):
+        generate({"tap_space": "literal"}, 5, 2, taps=(np.ones((1, 5)), np.ones((1, 5))))
+    with pytest.raises(UsageError, match="rank"):
+        SEPARABLE.problem({"filter_width": 5, "out_width": 8, "out_height": 8, "dtype": "float32"})
+    assert get_family("separable") is SEPARABLE
+
+
+def test_the_worker_measures_and_verifies_it():
+    from autotune.evaluate import Evaluator
+
+    problem = SeparableProblem(7, 2, 40, 24)
+    with Evaluator(0, SEPARABLE, policy=FAST, timeout_s=60) as evaluator:
+        for preset in SPACE.presets.values():
+            measured = evaluator.evaluate(preset.config, problem)
+            assert measured.ok, measured.error
+            assert measured.time_ms > 0
+        literal = evaluator.evaluate({**BASE, "tap_space": "literal"}, problem)
+        assert literal.ok, literal.error
+        too_big = evaluator.evaluate({**BASE, "local_x": 256, "local_y": 32}, problem)
+        assert not too_big.ok and "work-group" in too_big.error
+
+
+def test_search_and_best_from_the_command_line(tmp_path):
+    db = f"sqlite:///{tmp_path / 'separable.db'}"
+    args = ("-d", "0", "-f", "3,6", "--rank", "1,2", "-s", "40x24", "--trials", "5", "--db", db)
+    data = cli_json("search", "--family", "separable", *args)
+    assert data["family"] == "separable"
+    assert [r["problem"] for r in data["results"]] == ["F=3,rank=1", "F=3,rank=2", "F=6,rank=1", "F=6,rank=2"]
+    assert all(r["time_ms"] and r["rank"] in (1, 2) for r in data["results"])
+    (run,) = cli_json("history", "--db", db)["runs"]
+    assert run["family"] == "separable" and len(run["problems"]) == 4
+    listed = cli_json("best", "--family", "separable", "--db", db)["kernels"]
+    assert sorted(k["problem"] for k in listed) == ["F=3,rank=1", "F=3,rank=2", "F=6,rank=1", "F=6,rank=2"]
+    assert cli_json("best", "--db", db)["kernels"] == []  # the direct family has none here
+    (answer,) = cli_json("best", "--family", "separable", "-d", "0", "-f", "6", "--rank", "2", "--db", db)[
+        "kernels"
+    ]
+    assert answer["fallback"] == "exact" and answer["rank"] == 2
+    wrong = run_cli("search", *args)  # --rank without --family separable
+    assert wrong.returncode == 2 and "--rank is for --family separable" in wrong.stderr

@@ -92,9 +92,10 @@ def test_every_knob_value_matches_scipy(name, value, config):
 
 @pytest.mark.parametrize("rank", [1, 2, 3])
 @pytest.mark.parametrize("out_size", [(1, 1), (3, 2), (13, 7), (5, 67), (67, 5)])
-@pytest.mark.parametrize("row_columns", ["strided", "contiguous"])
+@pytest.mark.parametrize("row_columns", ["strided", "contiguous", "transposed"])
 def test_ranks_and_awkward_sizes(rank, out_size, row_columns):
-    config = {**BASE, "work_x": 4, "work_y": 4, "row_columns": row_columns, "cache_input": rank == 2}
+    cache_input = rank == 2 or row_columns == "transposed"
+    config = {**BASE, "work_x": 4, "work_y": 4, "row_columns": row_columns, "cache_input": cache_input}
     check(config, 3 + rank, rank, out_size, seed=rank)
 
 

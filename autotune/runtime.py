@@ -87,15 +87,18 @@ def _variant(
 def _open_store(db: str | None) -> Any:
     from autotune.store import Store, default_url
 
-    return Store(db or default_url())
+    return Store(db or default_url(), read_only=True)
 
 
 def _tuned_rows(db: str | None) -> list[Any]:
     """Best rows from the database; none when there is no database yet (never create one)."""
     from autotune.store import default_url, sqlite_file
 
-    path = sqlite_file(db or default_url())
+    url = db or default_url()
+    path = sqlite_file(url)
     if path is not None and not path.exists():
+        return []
+    if path is None and url.startswith("sqlite:"):  # an in-memory database starts empty
         return []
     store = _open_store(db)
     try:

@@ -1,4 +1,5 @@
-"""Commands that read: devices, space, best, history, show."""
+"""Commands that read: devices, space, best, history, show (the database opened
+read-only); and upgrade, which brings a database to this release's schema."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def best(
     from autotune.families.conv2d.render import check_filter_width
     from autotune.lookup import Choice, resolve_kind
 
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     records = []
     if device_index is not None and filter_width is not None:
         check_filter_width(filter_width)
@@ -196,7 +197,7 @@ def history(db_url: str | None, as_json: bool) -> None:
     """Past search runs."""
     from autotune.families import get_family
 
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     records = []
     for run, device in store.runs():
         trials = store.trials(run_id=run.id)
@@ -260,7 +261,7 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
     """Every trial of one run, failures with the reason."""
     from autotune.families import get_family
 
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     if store.run(run_id) is None:
         raise UsageError(f"no run {run_id} in the database (see `autotune history`)")
     problems = store.problems()
@@ -302,3 +303,24 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
             why,
         )
     console.print(table)
+
+
+@click.command()
+@db_option
+@json_option
+def upgrade(db_url: str | None, as_json: bool) -> None:
+    """Bring a database written by an older release to this release's schema.
+
+    `search` does this too. Commands that only read answer from an older SQLite
+    database without changing it, and refuse an older database of another kind."""
+    from autotune.store import Store
+
+    store = Store(db_url, must_exist=True)
+    before, after = store.schema_found, store.schema
+    store.close()
+    if as_json:
+        emit("upgrade", {"from_schema": before, "schema": after})
+    elif before == after:
+        click.echo(f"the database is already at schema {after}")
+    else:
+        click.echo(f"upgraded the database from schema {before} to {after}")

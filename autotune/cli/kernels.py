@@ -171,7 +171,7 @@ def export(
     widths = parse_filter_widths(widths_text) if widths_text else None
     size = parse_image_size(size_text) if size_text else None
     taps = load_filter(filter_path) if filter_path is not None else None
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     info = device_info(device_index)
     kinds = [CONV2D.kind(w) for w in widths] if widths is not None else None
     values = {CONV2D.describe_kind(CONV2D.kind(taps.shape[0])): taps} if taps is not None else {}

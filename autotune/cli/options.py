@@ -50,7 +50,9 @@ def problem_options(default_widths: str) -> Any:
     return decorate
 
 
-def open_store(url: str | None) -> Any:
+def open_store(url: str | None, *, read_only: bool = False) -> Any:
+    """The store a command names; commands that only read open it read-only (a missing
+    or foreign database is an error, and nothing is created, upgraded or changed)."""
     from autotune.store import Store
 
-    return Store(url)
+    return Store(url, read_only=read_only)

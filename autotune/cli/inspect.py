@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.markup import escape
 
 from autotune.cli.options import db_option, json_option, open_store
-from autotune.cli.output import console, device_record, emit, print_configs
+from autotune.cli.output import PlainTable, console, device_record, emit, print_configs
 from autotune.errors import AutotuneError, UsageError
 
 
@@ -26,7 +26,7 @@ def devices(as_json: bool) -> None:
         return
     if not found:
         raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
-    table = Table(title="OpenCL devices")
+    table = PlainTable(title="OpenCL devices")
     for column in ("#", "platform", "device", "type", "CUs", "max WG", "local KiB", "const KiB"):
         table.add_column(column)
     for d in found:
@@ -63,7 +63,7 @@ def space(as_json: bool, markdown: bool) -> None:
     if as_json:
         emit("space", {"family": CONV2D.name, **described})
         return
-    table = Table(
+    table = PlainTable(
         title=f"search space {described['name']!r} ({described['points']} points before constraints)"
     )
     for column in ("knob", "values", "default", "meaning"):
@@ -75,8 +75,8 @@ def space(as_json: bool, markdown: bool) -> None:
     console.print(table)
     console.print("[bold]constraints[/bold]")
     for c in described["constraints"]:
-        console.print(f"  {c['rule']}  [dim]({c['reason']})[/dim]", highlight=False)
-    presets = Table(title="presets (the seed kernels)")
+        console.print(f"  {escape(c['rule'])}  [dim]({escape(c['reason'])})[/dim]", highlight=False)
+    presets = PlainTable(title="presets (the seed kernels)")
     presets.add_column("preset")
     presets.add_column("kernel")
     presets.add_column("config")
@@ -175,7 +175,7 @@ def best(
         )
         print_configs([(f"F={filter_width}", r["config"])])
         return
-    table = Table(title="best kernels")
+    table = PlainTable(title="best kernels")
     for column in ("device", "F", "image", "ms", "GFLOP/s"):
         table.add_column(column)
     for r in records:
@@ -225,7 +225,7 @@ def history(db_url: str | None, as_json: bool) -> None:
     if as_json:
         emit("history", {"runs": records})
         return
-    table = Table(title="search runs")
+    table = PlainTable(title="search runs")
     for column in (
         "run",
         "device",
@@ -288,7 +288,7 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
     if as_json:
         emit("show", {"run_id": run_id, "trials": records})
         return
-    table = Table(title=f"run {run_id}: {len(records)} trials")
+    table = PlainTable(title=f"run {run_id}: {len(records)} trials")
     for column in ("trial", "problem", "origin", "status", "ms", "config", "why"):
         table.add_column(column)
     for r in records:

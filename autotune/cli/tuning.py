@@ -10,6 +10,7 @@ import click
 from autotune.cli.options import db_option, json_option, open_store, problem_options
 from autotune.cli.output import PlainTable, console, device_record, emit, errors, print_configs, progress
 from autotune.errors import AutotuneError, UsageError
+from autotune.files import write_file
 
 
 @click.command()
@@ -359,6 +360,6 @@ def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> Non
     axes.legend()
     figure.tight_layout()
     try:
-        figure.savefig(path, dpi=110)
+        write_file(path, lambda f: figure.savefig(f, dpi=110, format=Path(path).suffix[1:] or "png"))
     except OSError as exc:
         raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -173,6 +173,21 @@ def literal_best_db(tuned_db, tmp_path):
     return path
 
 
+def test_specialised_kernel_with_non_finite_taps_builds_and_agrees(literal_best_db):
+    """NaN and infinite taps compiled into the tuned kernel: it builds (PoCL's NAN macro
+    is no constant initializer) and computes what the argument-reading kernel does."""
+    db = url(literal_best_db)
+    image = np.random.default_rng(9).uniform(0.5, 1, (20, 25)).astype(np.float32)
+    for bad in (np.nan, np.inf, -np.inf):
+        filt = np.full((3, 3), 0.25, dtype=np.float32)
+        filt[1, 2] = bad
+        specialised = autotune.convolve(image, filt, db=db, specialise=True)
+        _, source = next(reversed(runtime._kernels))
+        assert "filter_values" in source  # the literal kernel ran
+        np.testing.assert_array_equal(specialised, autotune.convolve(image, filt, db=db))
+        assert not np.isfinite(specialised).any()
+
+
 def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_best_db, monkeypatch):
     """By default the fastest measured kernel that reads its filter argument serves
     every filter; specialise=True compiles the best for the filter given, never reusing

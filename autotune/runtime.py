@@ -107,6 +107,9 @@ def _tuned_rows(db: str | None) -> list[Any]:
         store.close()
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _as_image(name: str, array: Any) -> np.ndarray:
     array = np.asarray(array)
     if array.dtype.kind in "cOSUVMm" or array.dtype == np.bool_:
@@ -115,13 +118,35 @@ def _as_image(name: str, array: Any) -> np.ndarray:
         raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
+    if array.dtype.kind == "f" and array.dtype.itemsize > 4:
+        # float32 arithmetic: a finite value past its range would silently become inf
+        # (NaN and infinities given are kept: NaN in, NaN out).
+        finite = np.isfinite(array)
+        largest = float(np.abs(array, where=finite, out=np.zeros(array.shape, array.dtype)).max())
+        if largest > FLOAT32_MAX:
+            raise ValueError(
+                f"{name} holds {largest:.6g}, beyond float32's range (largest magnitude {FLOAT32_MAX:.6g}); "
+                "convolve computes in float32: scale the data first"
+            )
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _check_options(device: Any, db: Any) -> int:
+    """The device index; a TypeError for arguments of the wrong type."""
+    if db is not None and not isinstance(db, str):
+        raise TypeError(f"db must be a database URL string, got {db!r}")
+    if device is None:
+        return 0
+    if type(device) is not int:
+        raise TypeError(f"device must be an int (see `autotune devices`), got {device!r}")
+    return device
 
 
 def plan(
     image_shape: tuple[int, int], filter_width: int, *, device: int = 0, db: str | None = None
 ) -> Choice:
     """The kernel `convolve` would use for a 'valid' output of this image shape."""
+    device = _check_options(device, db)
     info, _, _ = _context(device)
     problem = Conv2DProblem(
         filter_width, image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1
@@ -162,7 +187,7 @@ def convolve(
         image = np.pad(image, ((before, after), (before, after)))
     if image.shape[0] < width or image.shape[1] < width:
         raise ValueError(f"image {image.shape} is smaller than the {width}x{width} filter ('valid' mode)")
-    device_index = 0 if device is None else device
+    device_index = _check_options(device, db)
 
     import pyopencl as cl
 

@@ -339,6 +339,45 @@ def test_convolve_refuses_bad_arrays(image, filt, error, message):
         autotune.convolve(np.ones((8, 8)), np.ones((3, 3)), mode="full", db="sqlite:///:memory:")
 
 
+@pytest.mark.parametrize(
+    "arguments,error,message",
+    [
+        ({"image": np.ones((300, 300)), "filter": np.ones((256, 256))}, ValueError, "from 1 to 255"),
+        ({"device": 99}, ValueError, "unknown device 99"),
+        ({"device": "0"}, TypeError, "device must be an int"),
+        ({"db": "not a url"}, ValueError, "not a database URL"),
+        ({"db": "nosuchdialect://host/db"}, ValueError, "unsupported database URL"),
+        ({"db": 5}, TypeError, "db must be a database URL"),
+        ({"image": np.full((6, 6), 1e39)}, ValueError, "beyond float32's range"),
+        ({"filter": np.array([[1.0, -4e38], [0.0, 1.0]])}, ValueError, "beyond float32's range"),
+    ],
+    ids=[
+        "width-256",
+        "device-99",
+        "device-str",
+        "db-garbage",
+        "db-dialect",
+        "db-int",
+        "image-1e39",
+        "filter-4e38",
+    ],
+)
+def test_convolve_raises_value_and_type_errors_only(arguments, error, message):
+    """The Python API reports bad arguments as ValueError or TypeError (the standard
+    contract), never as the CLI's own error or SQLAlchemy's; float64 values that float32
+    cannot hold are refused, not turned into inf."""
+    call = {"image": np.ones((8, 8)), "filter": np.ones((3, 3)), "db": "sqlite:///:memory:", **arguments}
+    with pytest.raises(error, match=message):
+        autotune.convolve(call.pop("image"), call.pop("filter"), **call)
+    if "image" not in arguments and "filter" not in arguments:
+        with pytest.raises(error, match=message):
+            autotune.plan((8, 8), 3, **{k: v for k, v in call.items() if k in ("device", "db")})
+    # infinities and NaN given stay what they are
+    given = np.array([[np.inf, 1.0, np.nan, 2.0]] * 3)
+    out = autotune.convolve(given, np.ones((1, 1)), db="sqlite:///:memory:")
+    np.testing.assert_array_equal(out, given.astype(np.float32))
+
+
 def test_convolve_command(tuned_db, tmp_path):
     rng = np.random.default_rng(2)
     image = rng.uniform(-1, 1, (30, 41)).astype(np.float32)

@@ -103,7 +103,7 @@ def _parse(url: str) -> sa.URL:
     try:
         return sa.make_url(url)
     except ArgumentError:
-        raise UsageError(f"--db is not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
+        raise UsageError(f"not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
 
 
 def sqlite_file(url: str) -> Path | None:

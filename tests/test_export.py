@@ -378,6 +378,34 @@ def test_convolve_raises_value_and_type_errors_only(arguments, error, message):
     np.testing.assert_array_equal(out, given.astype(np.float32))
 
 
+def test_npy_declaring_more_data_than_it_holds_is_bad_input(tmp_path):
+    """A tiny .npy whose header declares a huge shape: one line, exit 2, before anything
+    tries to allocate it (was a MemoryError or OverflowError, exit 1)."""
+    from numpy.lib import format as npy_format
+
+    for name, shape in (("huge", (100_000, 100_000)), ("overflowing", (2**62, 2**62)), ("short", (3, 3))):
+        with open(tmp_path / f"{name}.npy", "wb") as f:
+            npy_format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+            f.write(bytes(32))  # 8 floats: one short of 3x3
+    np.save(tmp_path / "f.npy", np.ones((3, 3), dtype=np.float32))
+    np.save(tmp_path / "in.npy", np.ones((8, 8), dtype=np.float32))
+    db = url(tmp_path / "none.db")
+    for name in ("huge", "overflowing", "short"):
+        bad = str(tmp_path / f"{name}.npy")
+        literal = json.dumps({"filter_mode": "define", "filter_space": "literal"})
+        for args in (
+            ["convolve", bad, str(tmp_path / "out.npy"), "--filter", str(tmp_path / "f.npy"), "--db", db],
+            ["convolve", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--filter", bad, "--db", db],
+            ["render", "-f", "3", "--config", literal, "--filter", bad, "--out", str(tmp_path / "k")],
+            ["export", "-d", "0", "--filter", bad, "--out", str(tmp_path / "k"), "--db", db],
+        ):
+            result = run_cli(*args)
+            assert result.returncode == 2, (args, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and "its header declares shape" in lines[0], (args, result.stderr)
+    assert not (tmp_path / "out.npy").exists() and not (tmp_path / "k").exists()
+
+
 def test_convolve_command(tuned_db, tmp_path):
     rng = np.random.default_rng(2)
     image = rng.uniform(-1, 1, (30, 41)).astype(np.float32)

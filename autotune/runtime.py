@@ -167,7 +167,8 @@ def convolve(
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
 
     mode="valid": output (H-F+1) x (W-F+1); mode="same": zero padding, output H x W,
-    aligned as scipy.ndimage.correlate(mode="constant"). float32 arithmetic; NaN in,
+    aligned as scipy.ndimage.correlate(mode="constant"), or with flip=True as
+    scipy.ndimage.convolve(mode="constant"), for odd and even F. float32 arithmetic; NaN in,
     NaN out. Where the tuned kernel has the filter compiled in, `specialise=True`
     compiles it for this filter (one compile per filter); by default the fastest
     measured kernel that reads the filter argument runs.
@@ -182,7 +183,10 @@ def convolve(
     if flip:
         filt = np.ascontiguousarray(filt[::-1, ::-1])
     if mode == "same":
-        before = width // 2
+        # scipy.ndimage centres a filter of even width F on its tap F/2, and a flipped
+        # one (ndimage.convolve) on tap F/2 of the unflipped filter: after the flip,
+        # tap F/2 - 1. For odd widths both are the middle tap.
+        before = (width - 1) // 2 if flip else width // 2
         after = width - 1 - before
         image = np.pad(image, ((before, after), (before, after)))
     if image.shape[0] < width or image.shape[1] < width:

@@ -239,14 +239,18 @@ class Store:
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
             raise UsageError(f"cannot read the database {self.url}: {exc.orig or exc}") from None
-        where = path if path is not None else self.url
+        where = path if path is not None else parsed.render_as_string(hide_password=True)
         if revision is None:
             engine.dispose()
             raise UsageError(
                 f"{where} is not an autotune database (it has no autotune tables; "
                 "`autotune search` creates them)"
             )
-        check_revision(revision)
+        try:
+            check_revision(revision)
+        except UsageError:
+            engine.dispose()
+            raise
         self.schema_found = revision
         if revision == SCHEMA_HEAD:
             return engine

@@ -4,8 +4,6 @@ lookup), the .cl source and JSON manifest, the family's C header, T4 results."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from autotune import __version__
 from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, KernelVariant, Problem
+from autotune.files import write_file, write_files
 from autotune.lookup import any_data_config, resolve_kind
 from autotune.outcomes import Origin, Status
 from autotune.store import Store
@@ -124,15 +123,21 @@ def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) 
     return family.problem({**kind, **dict(zip(family.problem_type.size_fields, size, strict=True))})
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def kernel_files(
+    family: KernelFamily,
+    variant: KernelVariant,
+    out_dir: str | Path,
+    device: DeviceInfo | None,
+    problem: Problem | None = None,
+    time_ms: float | None = None,
+) -> tuple[tuple[Path, str], tuple[Path, str]]:
+    """(path, text) of <stem>.cl and <stem>.json in out_dir, not written yet."""
+    out_dir = Path(out_dir)
+    stem = family.export_stem(variant)
+    source_path = out_dir / f"{stem}.cl"
+    manifest_path = out_dir / f"{stem}.json"
+    data = manifest(family, variant, source_path.name, device, problem, time_ms)
+    return (source_path, variant.source), (manifest_path, json.dumps(data, indent=2) + "\n")
 
 
 def write_kernel(
@@ -143,16 +148,11 @@ def write_kernel(
     problem: Problem | None = None,
     time_ms: float | None = None,
 ) -> tuple[Path, Path]:
-    """<stem>.cl and <stem>.json in out_dir (created if needed)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = family.export_stem(variant)
-    source_path = out_dir / f"{stem}.cl"
-    manifest_path = out_dir / f"{stem}.json"
-    data = manifest(family, variant, source_path.name, device, problem, time_ms)
-    _write_atomic(source_path, variant.source)
-    _write_atomic(manifest_path, json.dumps(data, indent=2) + "\n")
-    return source_path, manifest_path
+    """<stem>.cl and <stem>.json in out_dir (created if needed), both or neither."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    source, manifest_file = kernel_files(family, variant, out_dir, device, problem, time_ms)
+    write_files([source, manifest_file])
+    return source[0], manifest_file[0]
 
 
 def t4_results(trials: list[Any], problems: dict[int, Any], family: KernelFamily) -> dict[str, Any]:
@@ -185,5 +185,4 @@ def t4_results(trials: list[Any], problems: dict[int, Any], family: KernelFamily
 
 def write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, text)
-    return path
+    return write_file(path, text)

@@ -87,21 +87,27 @@ def _variant(
 def _open_store(db: str | None) -> Any:
     from autotune.store import Store, default_url
 
-    return Store(db or default_url())
+    return Store(db or default_url(), read_only=True)
 
 
 def _tuned_rows(db: str | None) -> list[Any]:
     """Best rows from the database; none when there is no database yet (never create one)."""
     from autotune.store import default_url, sqlite_file
 
-    path = sqlite_file(db or default_url())
+    url = db or default_url()
+    path = sqlite_file(url)
     if path is not None and not path.exists():
+        return []
+    if path is None and url.startswith("sqlite:"):  # an in-memory database starts empty
         return []
     store = _open_store(db)
     try:
         return store.best()
     finally:
         store.close()
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _as_image(name: str, array: Any) -> np.ndarray:
@@ -112,13 +118,35 @@ def _as_image(name: str, array: Any) -> np.ndarray:
         raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
+    if array.dtype.kind == "f" and array.dtype.itemsize > 4:
+        # float32 arithmetic: a finite value past its range would silently become inf
+        # (NaN and infinities given are kept: NaN in, NaN out).
+        finite = np.isfinite(array)
+        largest = float(np.abs(array, where=finite, out=np.zeros(array.shape, array.dtype)).max())
+        if largest > FLOAT32_MAX:
+            raise ValueError(
+                f"{name} holds {largest:.6g}, beyond float32's range (largest magnitude {FLOAT32_MAX:.6g}); "
+                "convolve computes in float32: scale the data first"
+            )
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _check_options(device: Any, db: Any) -> int:
+    """The device index; a TypeError for arguments of the wrong type."""
+    if db is not None and not isinstance(db, str):
+        raise TypeError(f"db must be a database URL string, got {db!r}")
+    if device is None:
+        return 0
+    if type(device) is not int:
+        raise TypeError(f"device must be an int (see `autotune devices`), got {device!r}")
+    return device
 
 
 def plan(
     image_shape: tuple[int, int], filter_width: int, *, device: int = 0, db: str | None = None
 ) -> Choice:
     """The kernel `convolve` would use for a 'valid' output of this image shape."""
+    device = _check_options(device, db)
     info, _, _ = _context(device)
     problem = Conv2DProblem(
         filter_width, image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1
@@ -139,7 +167,8 @@ def convolve(
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
 
     mode="valid": output (H-F+1) x (W-F+1); mode="same": zero padding, output H x W,
-    aligned as scipy.ndimage.correlate(mode="constant"). float32 arithmetic; NaN in,
+    aligned as scipy.ndimage.correlate(mode="constant"), or with flip=True as
+    scipy.ndimage.convolve(mode="constant"), for odd and even F. float32 arithmetic; NaN in,
     NaN out. Where the tuned kernel has the filter compiled in, `specialise=True`
     compiles it for this filter (one compile per filter); by default the fastest
     measured kernel that reads the filter argument runs.
@@ -154,12 +183,15 @@ def convolve(
     if flip:
         filt = np.ascontiguousarray(filt[::-1, ::-1])
     if mode == "same":
-        before = width // 2
+        # scipy.ndimage centres a filter of even width F on its tap F/2, and a flipped
+        # one (ndimage.convolve) on tap F/2 of the unflipped filter: after the flip,
+        # tap F/2 - 1. For odd widths both are the middle tap.
+        before = (width - 1) // 2 if flip else width // 2
         after = width - 1 - before
         image = np.pad(image, ((before, after), (before, after)))
     if image.shape[0] < width or image.shape[1] < width:
         raise ValueError(f"image {image.shape} is smaller than the {width}x{width} filter ('valid' mode)")
-    device_index = 0 if device is None else device
+    device_index = _check_options(device, db)
 
     import pyopencl as cl
 

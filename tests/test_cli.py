@@ -162,3 +162,30 @@ def test_render_to_unwritable_place_is_a_runtime_error(tmp_path):
     result = run_cli("render", "-f", "3", "--preset", "baseline", "--out", str(blocker / "sub"))
     assert result.returncode in (1, 2)
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_text_from_the_database_is_shown_as_is_never_as_markup(tmp_path):
+    """Device names and error messages come from drivers and the database: brackets in
+    them are text, neither a markup error nor styling."""
+    import shutil
+    import sqlite3
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "tune.db"
+    shutil.copy(ROOT / "tests" / "fixtures" / "schema_0002.db", path)
+    db = f"sqlite:///{path}"
+    assert run_cli("upgrade", "--db", db).returncode == 0
+    name, error = "[/x] [bold red]gpu", "error: [/] unexpected [bold]token[/bold]"
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE autotune_devices SET name = ?", (name,))
+        connection.execute("UPDATE autotune_trials SET error = ? WHERE run_id = 1", (error,))
+    connection.close()
+    for command in (["best"], ["history"], ["show", "1"]):
+        result = run_cli(*command, "--db", db, env={"COLUMNS": "400"})
+        assert result.returncode == 0, (command, result.stderr)
+        shown = error if command[0] == "show" else name
+        assert shown in result.stdout, (command, result.stdout)
+    # styling would need a terminal; rendered for one, the brackets must still be there
+    result = run_cli("history", "--db", db, env={"COLUMNS": "400", "FORCE_COLOR": "1", "TERM": "xterm"})
+    assert result.returncode == 0 and "[bold red]gpu" in result.stdout

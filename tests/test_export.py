@@ -173,6 +173,21 @@ def literal_best_db(tuned_db, tmp_path):
     return path
 
 
+def test_specialised_kernel_with_non_finite_taps_builds_and_agrees(literal_best_db):
+    """NaN and infinite taps compiled into the tuned kernel: it builds (PoCL's NAN macro
+    is no constant initializer) and computes what the argument-reading kernel does."""
+    db = url(literal_best_db)
+    image = np.random.default_rng(9).uniform(0.5, 1, (20, 25)).astype(np.float32)
+    for bad in (np.nan, np.inf, -np.inf):
+        filt = np.full((3, 3), 0.25, dtype=np.float32)
+        filt[1, 2] = bad
+        specialised = autotune.convolve(image, filt, db=db, specialise=True)
+        _, source = next(reversed(runtime._kernels))
+        assert "filter_values" in source  # the literal kernel ran
+        np.testing.assert_array_equal(specialised, autotune.convolve(image, filt, db=db))
+        assert not np.isfinite(specialised).any()
+
+
 def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_best_db, monkeypatch):
     """By default the fastest measured kernel that reads its filter argument serves
     every filter; specialise=True compiles the best for the filter given, never reusing
@@ -263,7 +278,7 @@ def test_best_says_which_fallback_answered(tuned_db, tmp_path):
     assert borrowed["fallback"] == "same_vendor"
 
 
-@pytest.mark.parametrize("width", [3, 4, 6])  # tuned, tuned, never tuned
+@pytest.mark.parametrize("width", [3, 4, 6, 1, 2, 5])  # tuned, tuned, never tuned (even and odd)
 @pytest.mark.parametrize("mode", ["valid", "same"])
 def test_convolve_matches_scipy(tuned_db, width, mode):
     rng = np.random.default_rng(width)
@@ -276,17 +291,12 @@ def test_convolve_matches_scipy(tuned_db, width, mode):
         expected = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode="constant")
     assert out.dtype == np.float32 and out.shape == expected.shape
     np.testing.assert_allclose(out, expected, atol=2e-5)
-    flipped = autotune.convolve(image, filt, mode="same", db=url(tuned_db), flip=True)
-    np.testing.assert_allclose(
-        flipped,
-        ndimage.convolve(
-            image.astype(np.float64),
-            filt.astype(np.float64),
-            mode="constant",
-            origin=-1 if width % 2 == 0 else 0,
-        ),
-        atol=2e-5,
-    )
+    flipped = autotune.convolve(image, filt, mode=mode, db=url(tuned_db), flip=True)
+    convolved = ndimage.convolve(image.astype(np.float64), filt.astype(np.float64), mode="constant")
+    if mode == "valid":  # where the flipped filter lies wholly inside the image
+        before = (width - 1) // 2
+        convolved = convolved[before : before + flipped.shape[0], before : before + flipped.shape[1]]
+    np.testing.assert_allclose(flipped, convolved, atol=2e-5)
 
 
 def test_convolve_without_a_database_creates_none(tmp_path):
@@ -322,6 +332,73 @@ def test_convolve_refuses_bad_arrays(image, filt, error, message):
         autotune.convolve(image, filt, db="sqlite:///:memory:")
     with pytest.raises(ValueError, match="mode"):
         autotune.convolve(np.ones((8, 8)), np.ones((3, 3)), mode="full", db="sqlite:///:memory:")
+
+
+@pytest.mark.parametrize(
+    "arguments,error,message",
+    [
+        ({"image": np.ones((300, 300)), "filter": np.ones((256, 256))}, ValueError, "from 1 to 255"),
+        ({"device": 99}, ValueError, "unknown device 99"),
+        ({"device": "0"}, TypeError, "device must be an int"),
+        ({"db": "not a url"}, ValueError, "not a database URL"),
+        ({"db": "nosuchdialect://host/db"}, ValueError, "unsupported database URL"),
+        ({"db": 5}, TypeError, "db must be a database URL"),
+        ({"image": np.full((6, 6), 1e39)}, ValueError, "beyond float32's range"),
+        ({"filter": np.array([[1.0, -4e38], [0.0, 1.0]])}, ValueError, "beyond float32's range"),
+    ],
+    ids=[
+        "width-256",
+        "device-99",
+        "device-str",
+        "db-garbage",
+        "db-dialect",
+        "db-int",
+        "image-1e39",
+        "filter-4e38",
+    ],
+)
+def test_convolve_raises_value_and_type_errors_only(arguments, error, message):
+    """The Python API reports bad arguments as ValueError or TypeError (the standard
+    contract), never as the CLI's own error or SQLAlchemy's; float64 values that float32
+    cannot hold are refused, not turned into inf."""
+    call = {"image": np.ones((8, 8)), "filter": np.ones((3, 3)), "db": "sqlite:///:memory:", **arguments}
+    with pytest.raises(error, match=message):
+        autotune.convolve(call.pop("image"), call.pop("filter"), **call)
+    if "image" not in arguments and "filter" not in arguments:
+        with pytest.raises(error, match=message):
+            autotune.plan((8, 8), 3, **{k: v for k, v in call.items() if k in ("device", "db")})
+    # infinities and NaN given stay what they are
+    given = np.array([[np.inf, 1.0, np.nan, 2.0]] * 3)
+    out = autotune.convolve(given, np.ones((1, 1)), db="sqlite:///:memory:")
+    np.testing.assert_array_equal(out, given.astype(np.float32))
+
+
+def test_npy_declaring_more_data_than_it_holds_is_bad_input(tmp_path):
+    """A tiny .npy whose header declares a huge shape: one line, exit 2, before anything
+    tries to allocate it (was a MemoryError or OverflowError, exit 1)."""
+    from numpy.lib import format as npy_format
+
+    for name, shape in (("huge", (100_000, 100_000)), ("overflowing", (2**62, 2**62)), ("short", (3, 3))):
+        with open(tmp_path / f"{name}.npy", "wb") as f:
+            npy_format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": shape})
+            f.write(bytes(32))  # 8 floats: one short of 3x3
+    np.save(tmp_path / "f.npy", np.ones((3, 3), dtype=np.float32))
+    np.save(tmp_path / "in.npy", np.ones((8, 8), dtype=np.float32))
+    db = url(tmp_path / "none.db")
+    for name in ("huge", "overflowing", "short"):
+        bad = str(tmp_path / f"{name}.npy")
+        literal = json.dumps({"filter_mode": "define", "filter_space": "literal"})
+        for args in (
+            ["convolve", bad, str(tmp_path / "out.npy"), "--filter", str(tmp_path / "f.npy"), "--db", db],
+            ["convolve", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--filter", bad, "--db", db],
+            ["render", "-f", "3", "--config", literal, "--filter", bad, "--out", str(tmp_path / "k")],
+            ["export", "-d", "0", "--filter", bad, "--out", str(tmp_path / "k"), "--db", db],
+        ):
+            result = run_cli(*args)
+            assert result.returncode == 2, (args, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and "its header declares shape" in lines[0], (args, result.stderr)
+    assert not (tmp_path / "out.npy").exists() and not (tmp_path / "k").exists()
 
 
 def test_convolve_command(tuned_db, tmp_path):

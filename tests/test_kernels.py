@@ -131,13 +131,13 @@ def test_literal_filter_needs_its_values_and_keeps_them_exactly():
         assert text.endswith("f") and np.float32(float.fromhex(text[:-1])) == value
         assert np.signbit(float.fromhex(text[:-1])) == np.signbit(value)
     assert [float_literal(v) for v in (float("nan"), float("inf"), float("-inf"))] == [
-        "NAN",
-        "INFINITY",
-        "-INFINITY",
+        "(0.0f / 0.0f)",
+        "(1.0f / 0.0f)",
+        "(-1.0f / 0.0f)",
     ]
     taps = np.array([[np.nan, 1], [np.inf, -0.0]], dtype=np.float32)
     source = generate(config, 2, taps=taps).source
-    assert "NAN, 0x1p+0f,\n    INFINITY, -0x0p+0f\n};" in source
+    assert "(0.0f / 0.0f), 0x1p+0f,\n    (1.0f / 0.0f), -0x0p+0f\n};" in source
     assert generate(config, 2, taps=taps).fingerprint != generate(config, 2, taps=taps * 2).fingerprint
 
 
@@ -174,3 +174,50 @@ def test_global_size_covers_output_in_whole_groups():
     assert variant.global_size((1, 1)) == (16, 4)
     assert variant.global_size((64, 8)) == (16, 4)
     assert variant.global_size((65, 9)) == (32, 8)
+
+
+@pytest.mark.parametrize(
+    "taps",
+    [
+        [[np.nan, 1, 0], [0, 1, 0], [0, 0, 1]],
+        [[0.5, 1, 0], [0, np.inf, 0], [0, 0, -1]],
+        [[np.inf, 1, 0], [0, 1, 0], [0, 0, -np.inf]],
+        [[-np.nan, 1, 0], [0, 1, 0], [0, 0, 1]],
+    ],
+    ids=["nan", "inf", "inf-inf", "negative-nan"],
+)
+def test_non_finite_taps_compiled_in_build_and_run(tmp_path, taps):
+    """`render --filter` with NaN or infinite taps writes a kernel that builds (on PoCL,
+    whose NAN macro is no constant) and computes what the kernel reading the same taps
+    from its argument computes."""
+    import json
+
+    from tests.conftest import run_cli
+
+    taps = np.array(taps, dtype=np.float32)
+    np.save(tmp_path / "f.npy", taps)
+    config = {"filter_mode": "define", "filter_space": "literal", "unroll": "full"}
+    result = run_cli(
+        "render", "-f", "3", "--config", json.dumps(config), "--filter", str(tmp_path / "f.npy"),
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "convolve_f3.json").read_text())
+    image = np.random.default_rng(5).uniform(0.5, 1, (11, 13)).astype(np.float32)
+    image[::2] *= -1
+    run = (
+        manifest["kernel_name"],
+        manifest["build_options"],
+        manifest["local_size"],
+        manifest["work_per_item"],
+    )
+    compiled_in = run_kernel((tmp_path / "convolve_f3.cl").read_text(), *run, image, np.zeros_like(taps))
+    reading = generate({**config, "filter_space": "constant"}, 3)
+    from_argument = run_kernel(reading.source, *run, image, taps)
+    assert not np.isfinite(compiled_in).any()
+    np.testing.assert_array_equal(compiled_in, from_argument)
+    # scipy.ndimage drops NaN weights; the float64 sum itself does not
+    windows = np.lib.stride_tricks.sliding_window_view(image.astype(np.float64), (3, 3))
+    with np.errstate(invalid="ignore"):
+        expected = np.einsum("ijkl,kl->ij", windows, taps.astype(np.float64))
+    np.testing.assert_array_equal(compiled_in, expected.astype(np.float32))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from autotune.store import Store
-from tests.conftest import cli_json
+from autotune.store import SCHEMA_HEAD, Store
+from tests.conftest import cli_json, run_cli
 
 SERVER = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://autotune:autotune@localhost/autotune")
 SECOND = Path(__file__).parent / "fixtures" / "schema_0002.db"
@@ -64,7 +64,12 @@ def _at_schema_0002(url):
 
 def test_schema_0002_upgrades_on_postgresql_as_on_sqlite(database, tmp_path):
     _at_schema_0002(database)
-    Store(database).close()  # opening upgrades
+    # Commands that read never upgrade: on PostgreSQL (no copy in memory) they say how to.
+    for command in (("best",), ("history",), ("show", "1")):
+        result = run_cli(*command, "--db", database)
+        assert result.returncode == 2 and "autotune upgrade" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert cli_json("upgrade", "--db", database) == {"from_schema": "0002", "schema": SCHEMA_HEAD}
     engine = sa.create_engine(database)
     with engine.connect() as connection:
         problems = connection.execute(

@@ -1,4 +1,5 @@
-"""Databases written by earlier schemas open, upgrade, keep every row and answer as before."""
+"""Databases written by earlier schemas answer as before without being changed by commands
+that read, and upgrade (`autotune upgrade`, or a search) keeping every row."""
 
 import json
 import shutil
@@ -72,8 +73,14 @@ def test_first_schema_upgrades_and_keeps_every_row(tmp_path):
     path = upgraded(FIRST, tmp_path)
     before = dump(path)
     assert all(before[t] for t in TABLES)
+    # Commands that read answer from an upgraded copy in memory: the file stays as it was.
+    untouched = path.read_bytes()
     runs = cli_json("history", "--db", f"sqlite:///{path}")["runs"]
     assert [r["run_id"] for r in runs] == [1]
+    assert cli_json("best", "--db", f"sqlite:///{path}")["kernels"]
+    assert path.read_bytes() == untouched
+    # `upgrade` (or any search) writes the upgrade.
+    assert cli_json("upgrade", "--db", f"sqlite:///{path}") == {"from_schema": "0001", "schema": SCHEMA_HEAD}
     after = dump(path)
     for table in UNCHANGED:
         # every old row, every old column (newer columns come after them)
@@ -101,7 +108,11 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
     path = upgraded(SECOND, tmp_path, as_this_device=True)
     db = f"sqlite:///{path}"
     before = dump(path)
+    untouched = path.read_bytes()
     runs = cli_json("history", "--db", db)["runs"]
+    assert path.read_bytes() == untouched  # answered without writing
+    assert cli_json("upgrade", "--db", db)["from_schema"] == "0002"
+    assert cli_json("history", "--db", db)["runs"] == runs  # the same answer from the upgraded file
     after = dump(path)
     for table in UNCHANGED:
         assert after[table] == before[table]
@@ -176,7 +187,9 @@ def result_lines(db, tmp_path):
 
 @pytest.mark.parametrize("filter_width", [3, 5, 7, 9])
 def test_second_schema_convolves_as_before(tmp_path, filter_width):
-    db = f"sqlite:///{upgraded(SECOND, tmp_path, as_this_device=True)}"
+    path = upgraded(SECOND, tmp_path, as_this_device=True)
+    db = f"sqlite:///{path}"
+    untouched = path.read_bytes()
     image = np.load(ANSWERS / f"convolve_in_f{filter_width}.npy")
     filt = np.load(ANSWERS / f"convolve_filter_f{filter_width}.npy")
     old = json.loads((ANSWERS / "plans.json").read_text())[str(filter_width)]
@@ -188,6 +201,7 @@ def test_second_schema_convolves_as_before(tmp_path, filter_width):
     # the same kernel on the same data: equal where the fixture was made, and within
     # float32 rounding of it on other CPUs
     np.testing.assert_allclose(out, np.load(ANSWERS / f"convolve_out_f{filter_width}.npy"), rtol=0, atol=1e-5)
+    assert path.read_bytes() == untouched  # convolve() reads the old schema without upgrading it
 
 
 def test_a_finished_search_of_an_older_release_is_reported_not_repeated(tmp_path):

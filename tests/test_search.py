@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -267,13 +268,58 @@ def test_bad_database_files(tmp_path):
             result = run_cli(*command, "--db", db_url(path))
             assert result.returncode == 2, (path, result.stderr)
             lines = result.stderr.strip().splitlines()
+            if command[0] != "search" and path.parent == readonly:
+                message = "no database at"  # reads never create one, so never need the folder
             assert len(lines) == 1 and message in lines[0], (path, result.stderr)
         if before is not None:
             assert _snapshot(path) == before
 
 
+READ_COMMANDS = (["best"], ["best", "-d", "0", "-f", "3"], ["history"], ["show", "1"])
+
+
+def test_read_commands_never_create_or_change_a_database(tmp_path):
+    """best, history, show and export open the database read-only: a mistyped path is
+    an error (no file, no folders), another program's SQLite file keeps its bytes and
+    journal mode, a newer schema is refused before anything touches the file."""
+    export = ["export", "-d", "0", "--out", str(tmp_path / "out")]
+    typo = tmp_path / "no" / "such" / "tune.db"
+    for command in (*READ_COMMANDS, export):
+        result = run_cli(*command, "--db", db_url(typo))
+        assert result.returncode == 2, (command, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"no database at {typo}" in lines[0], (command, result.stderr)
+    assert not (tmp_path / "no").exists() and not (tmp_path / "out").exists()
+
+    foreign = tmp_path / "notes.db"
+    with sqlite3.connect(foreign) as connection:
+        connection.execute("CREATE TABLE notes (body TEXT)")
+        connection.execute("INSERT INTO notes VALUES ('kept')")
+    connection.close()
+    future = tmp_path / "future.db"
+    shutil.copy(ROOT / "tests" / "fixtures" / "schema_0002.db", future)  # rollback journal, not WAL
+    with sqlite3.connect(future) as connection:
+        connection.execute("UPDATE autotune_alembic_version SET version_num = '9999'")
+    connection.close()
+    for path, message, commands in (
+        (foreign, "is not an autotune database", (*READ_COMMANDS, export)),
+        (future, "newer autotune", (*READ_COMMANDS, export, ["search", *SMALL, "-f", "3", "--trials", "2"])),
+    ):
+        before = path.read_bytes()
+        for command in commands:
+            result = run_cli(*command, "--db", db_url(path))
+            assert result.returncode == 2, (command, result.stderr)
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and message in lines[0], (command, result.stderr)
+            assert "Traceback" not in result.stderr
+        assert path.read_bytes() == before, path  # no tables added, journal mode unchanged
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(path.name)) == [path.name]
+
+
 def test_show_unknown_run(tmp_path):
-    result = run_cli("show", "7", "--db", db_url(tmp_path / "x.db"))
+    path = tmp_path / "x.db"
+    shutil.copy(ROOT / "tests" / "fixtures" / "schema_0002.db", path)
+    result = run_cli("show", "7", "--db", db_url(path))
     assert result.returncode == 2 and "no run 7" in result.stderr
 
 

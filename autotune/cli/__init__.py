@@ -33,6 +33,7 @@ for command in (
     inspect.best,
     inspect.history,
     inspect.show,
+    inspect.upgrade,
     kernels.export,
     kernels.convolve_command,
     tuning.replay,

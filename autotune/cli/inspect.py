@@ -1,4 +1,5 @@
-"""Commands that read: devices, space, best, history, show."""
+"""Commands that read: devices, space, best, history, show (the database opened
+read-only); and upgrade, which brings a database to this release's schema."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import json
 from typing import Any
 
 import click
-from rich.table import Table
+from rich.markup import escape
 
 from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
-from autotune.cli.output import console, device_record, emit, print_configs
+from autotune.cli.output import PlainTable, console, device_record, emit, print_configs
 from autotune.errors import AutotuneError, UsageError
 
 
@@ -25,7 +26,7 @@ def devices(as_json: bool) -> None:
         return
     if not found:
         raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
-    table = Table(title="OpenCL devices")
+    table = PlainTable(title="OpenCL devices")
     for column in ("#", "platform", "device", "type", "CUs", "max WG", "local KiB", "const KiB"):
         table.add_column(column)
     for d in found:
@@ -62,7 +63,7 @@ def space(as_json: bool, markdown: bool) -> None:
     if as_json:
         emit("space", {"family": CONV2D.name, **described})
         return
-    table = Table(
+    table = PlainTable(
         title=f"search space {described['name']!r} ({described['points']} points before constraints)"
     )
     for column in ("knob", "values", "default", "meaning"):
@@ -74,8 +75,8 @@ def space(as_json: bool, markdown: bool) -> None:
     console.print(table)
     console.print("[bold]constraints[/bold]")
     for c in described["constraints"]:
-        console.print(f"  {c['rule']}  [dim]({c['reason']})[/dim]", highlight=False)
-    presets = Table(title="presets (the seed kernels)")
+        console.print(f"  {escape(c['rule'])}  [dim]({escape(c['reason'])})[/dim]", highlight=False)
+    presets = PlainTable(title="presets (the seed kernels)")
     presets.add_column("preset")
     presets.add_column("kernel")
     presets.add_column("config")
@@ -140,7 +141,7 @@ def best(
 
     family = get_family(family_name)
     ranks = parse_ranks(ranks_text)
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     records = []
     if device_index is not None and filter_width is not None:
         info = device_info(device_index)
@@ -180,7 +181,7 @@ def best(
             )
             print_configs([(r["problem"], r["config"])])
         return
-    table = Table(title="best kernels")
+    table = PlainTable(title="best kernels")
     for column in ("device", "problem", "image", "ms", "GFLOP/s"):
         table.add_column(column)
     for r in records:
@@ -202,7 +203,7 @@ def history(db_url: str | None, as_json: bool) -> None:
     """Past search runs."""
     from autotune.families import get_family
 
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     records = []
     for run, device in store.runs():
         trials = store.trials(run_id=run.id)
@@ -230,7 +231,7 @@ def history(db_url: str | None, as_json: bool) -> None:
     if as_json:
         emit("history", {"runs": records})
         return
-    table = Table(title="search runs")
+    table = PlainTable(title="search runs")
     for column in (
         "run",
         "device",
@@ -266,7 +267,7 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
     """Every trial of one run, failures with the reason."""
     from autotune.families import get_family
 
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     if store.run(run_id) is None:
         raise UsageError(f"no run {run_id} in the database (see `autotune history`)")
     problems = store.problems()
@@ -293,7 +294,7 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
     if as_json:
         emit("show", {"run_id": run_id, "trials": records})
         return
-    table = Table(title=f"run {run_id}: {len(records)} trials")
+    table = PlainTable(title=f"run {run_id}: {len(records)} trials")
     for column in ("trial", "problem", "origin", "status", "ms", "config", "why"):
         table.add_column(column)
     for r in records:
@@ -308,3 +309,24 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
             why,
         )
     console.print(table)
+
+
+@click.command()
+@db_option
+@json_option
+def upgrade(db_url: str | None, as_json: bool) -> None:
+    """Bring a database written by an older release to this release's schema.
+
+    `search` does this too. Commands that only read answer from an older SQLite
+    database without changing it, and refuse an older database of another kind."""
+    from autotune.store import Store
+
+    store = Store(db_url, must_exist=True)
+    before, after = store.schema_found, store.schema
+    store.close()
+    if as_json:
+        emit("upgrade", {"from_schema": before, "schema": after})
+    elif before == after:
+        click.echo(f"the database is already at schema {after}")
+    else:
+        click.echo(f"upgraded the database from schema {before} to {after}")

@@ -11,6 +11,7 @@ import click
 from autotune.cli.options import db_option, json_option, open_store
 from autotune.cli.output import device_record, emit
 from autotune.errors import AutotuneError, UsageError
+from autotune.files import write_file, write_files
 
 FILTER_VALUES_HELP = (
     "Square filter (.npy) whose values a filter_space=literal kernel is compiled for "
@@ -171,7 +172,7 @@ def export(
     widths = parse_filter_widths(widths_text) if widths_text else None
     size = parse_image_size(size_text) if size_text else None
     taps = load_filter(filter_path) if filter_path is not None else None
-    store = open_store(db_url)
+    store = open_store(db_url, read_only=True)
     info = device_info(device_index)
     kinds = [CONV2D.kind(w) for w in widths] if widths is not None else None
     values = {CONV2D.describe_kind(CONV2D.kind(taps.shape[0])): taps} if taps is not None else {}
@@ -185,32 +186,30 @@ def export(
         if item.note and not as_json:
             click.echo(item.note)
     out = Path(out_dir)
-    written: list[Path] = []
+    files: list[tuple[Path, str]] = []
+    for item in chosen:
+        source, manifest_file = exporting.kernel_files(
+            CONV2D, item.variant, out, info, item.problem, item.time_ms
+        )
+        files += [f for f, form in ((source, "cl"), (manifest_file, "json")) if form in formats]
+    if "header" in formats:
+        header = c_header(
+            [
+                (e.variant, exporting.manifest(CONV2D, e.variant, "", info, e.problem, e.time_ms))
+                for e in chosen
+            ]
+        )
+        files.append((out / "autotune_kernels.h", header))
+    if "t4" in formats:
+        problem_ids = {e.problem_id for e in chosen}
+        row = store.device_row(info.fingerprint)
+        trials = [t for t in store.trials(device_id=row.id if row else -1) if t.problem_id in problem_ids]
+        data = exporting.t4_results(trials, store.problems(), CONV2D)
+        files.append((out / "autotune_t4.json", json.dumps(data, indent=1) + "\n"))
     try:
-        for item in chosen:
-            if "cl" in formats or "json" in formats:
-                source_path, manifest_path = exporting.write_kernel(
-                    CONV2D, item.variant, out, info, item.problem, item.time_ms
-                )
-                if "cl" not in formats:
-                    source_path.unlink()
-                if "json" not in formats:
-                    manifest_path.unlink()
-                written += [p for p, f in ((source_path, "cl"), (manifest_path, "json")) if f in formats]
-        if "header" in formats:
-            header = c_header(
-                [
-                    (e.variant, exporting.manifest(CONV2D, e.variant, "", info, e.problem, e.time_ms))
-                    for e in chosen
-                ]
-            )
-            written.append(exporting.write_text(out / "autotune_kernels.h", header))
-        if "t4" in formats:
-            problem_ids = {e.problem_id for e in chosen}
-            row = store.device_row(info.fingerprint)
-            trials = [t for t in store.trials(device_id=row.id if row else -1) if t.problem_id in problem_ids]
-            data = exporting.t4_results(trials, store.problems(), CONV2D)
-            written.append(exporting.write_text(out / "autotune_t4.json", json.dumps(data, indent=1) + "\n"))
+        # every file or none: a failure leaves whatever an earlier export wrote as it was
+        out.mkdir(parents=True, exist_ok=True)
+        written = write_files(files)
     except OSError as exc:
         raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     if as_json:
@@ -272,8 +271,8 @@ def convolve_command(
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     try:
-        with open(output_path, "wb") as f:
-            np.save(f, result)
+        # a temporary file renamed over OUT once complete: a failure leaves an earlier OUT intact
+        write_file(output_path, lambda f: np.save(f, result))
     except OSError as exc:
         raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
     if as_json:

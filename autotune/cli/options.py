@@ -81,7 +81,9 @@ def parse_ranks(text: str | None) -> list[int] | None:
     return list(dict.fromkeys(int(p) for p in parts))
 
 
-def open_store(url: str | None) -> Any:
+def open_store(url: str | None, *, read_only: bool = False) -> Any:
+    """The store a command names; commands that only read open it read-only (a missing
+    or foreign database is an error, and nothing is created, upgraded or changed)."""
     from autotune.store import Store
 
-    return Store(url)
+    return Store(url, read_only=read_only)

@@ -16,11 +16,25 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 SCHEMA_VERSION = 1
 
 console = Console()
 errors = Console(stderr=True)
+
+
+class PlainTable(Table):
+    """A rich table whose title and cells are shown as given, never read as markup: they
+    hold names and messages from drivers, files and the database (a device named
+    `[/x]` must print as such, not break the table)."""
+
+    def __init__(self, *args: Any, title: str | Text | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, title=Text(title) if isinstance(title, str) else title, **kwargs)
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kwargs)
 
 
 def emit(command: str, data: dict[str, Any]) -> None:

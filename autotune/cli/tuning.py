@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from autotune.cli.options import (
     db_option,
@@ -16,8 +15,9 @@ from autotune.cli.options import (
     parse_ranks,
     problem_options,
 )
-from autotune.cli.output import console, device_record, emit, errors, print_configs, progress
+from autotune.cli.output import PlainTable, console, device_record, emit, errors, print_configs, progress
 from autotune.errors import AutotuneError, UsageError
+from autotune.files import write_file
 
 
 @click.command()
@@ -178,7 +178,7 @@ def _print_summary(
             },
         )
         return
-    table = Table(title=f"run {run_id}: best kernels on {device.name}, {size[0]}x{size[1]} output")
+    table = PlainTable(title=f"run {run_id}: best kernels on {device.name}, {size[0]}x{size[1]} output")
     for column in ("problem", "best ms", "GFLOP/s", "GB/s", "vs baseline", "vs best seed", "trials"):
         table.add_column(column, justify="right")
     for r in results:
@@ -250,7 +250,7 @@ def study(
             },
         )
         return
-    table = Table(
+    table = PlainTable(
         title=f"seed study on {device.name}, {size[0]}x{size[1]} output: median ms (speed-up over baseline)"
     )
     table.add_column("preset")
@@ -331,7 +331,7 @@ def replay(
     if as_json:
         emit("replay", {"landscape": loaded.name, "repeats": repeats, "budget": budget, "results": summaries})
         return
-    table = Table(title=f"{loaded.name}: best found / optimum ({loaded.optimum:.4g}), {repeats} repeats")
+    table = PlainTable(title=f"{loaded.name}: best found / optimum ({loaded.optimum:.4g}), {repeats} repeats")
     for column in ("sampler", "budget", "median", "q1-q3", "P(<=5%)", "P(<=10%)"):
         table.add_column(column, justify="right")
     for summary in summaries:
@@ -378,6 +378,6 @@ def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> Non
     axes.legend()
     figure.tight_layout()
     try:
-        figure.savefig(path, dpi=110)
+        write_file(path, lambda f: figure.savefig(f, dpi=110, format=Path(path).suffix[1:] or "png"))
     except OSError as exc:
         raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None

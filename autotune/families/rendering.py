@@ -26,10 +26,13 @@ def load_template(file_name: str) -> jinja2.Template:
 
 
 def float_literal(value: float) -> str:
-    """An exact OpenCL C literal for a float32 (hexadecimal; NaN and infinities by name)."""
+    """An exact OpenCL C constant for a float32: hexadecimal, or for NaN and the
+    infinities a constant division that every C compiler folds. Not the `NAN` macro:
+    PoCL defines it as `as_float(INT_MAX)`, which is no constant, so a program-scope
+    table initialised with it does not build."""
     if math.isnan(value):
-        return "NAN"
+        return "(-(0.0f / 0.0f))" if math.copysign(1.0, value) < 0 else "(0.0f / 0.0f)"
     if math.isinf(value):
-        return "INFINITY" if value > 0 else "-INFINITY"
+        return "(1.0f / 0.0f)" if value > 0 else "(-1.0f / 0.0f)"
     mantissa, exponent = value.hex().split("p")
     return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,9 +24,10 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
 
 from autotune.errors import AutotuneError, UsageError
-from autotune.store.migrate import upgrade
+from autotune.store.migrate import check_revision, current_revision, upgrade
 from autotune.store.models import (
     SCHEMA_HEAD,
     VERSION_TABLE,
@@ -100,7 +103,7 @@ def _parse(url: str) -> sa.URL:
     try:
         return sa.make_url(url)
     except ArgumentError:
-        raise UsageError(f"--db is not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
+        raise UsageError(f"not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -124,13 +127,79 @@ def _check_url(url: str) -> sa.URL:
     return _parse(url)
 
 
-class Store:
-    """Open (and create or upgrade) the database; every write is a short transaction."""
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """An SQLite connection that cannot change the database: it never creates the file
+    (`mode=rw` fails on a missing one), never changes its journal mode, and
+    `query_only` refuses every write. Not `mode=ro`: on a WAL database that would leave
+    -wal and -shm files behind that only a writer removes."""
+    connection = sqlite3.connect(
+        f"file:{urllib.parse.quote(str(path.resolve()))}?mode=rw", uri=True, check_same_thread=False
+    )
+    connection.execute("PRAGMA query_only = ON")
+    connection.execute("PRAGMA busy_timeout = 60000")
+    return connection
 
-    def __init__(self, url: str | None = None) -> None:
+
+def _peek_revision(path: Path) -> str | None:
+    """The schema revision of an SQLite file, read without writing anything."""
+    connection = _connect_read_only(path)
+    try:
+        tables = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+        ).fetchone()
+        if tables is None:
+            return None
+        row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+        return row[0] if row else None
+    except sqlite3.DatabaseError as exc:
+        raise UsageError(f"cannot read the database {path}: {exc}") from None
+    finally:
+        connection.close()
+
+
+def _upgraded_copy(path: Path) -> Engine:
+    """The database of an older schema, copied into memory and upgraded there: reads
+    answer as after an upgrade while the file stays as its release left it."""
+    memory = sqlite3.connect(":memory:", check_same_thread=False)
+    source = _connect_read_only(path)
+    try:
+        source.backup(memory)
+    except sqlite3.DatabaseError as exc:
+        raise UsageError(f"cannot read the database {path}: {exc}") from None
+    finally:
+        source.close()
+    engine = sa.create_engine("sqlite://", creator=lambda: memory, poolclass=StaticPool)
+    _sqlite_pragmas(engine)
+    upgrade(engine)
+    return engine
+
+
+class Store:
+    """Open (and create or upgrade) the database; every write is a short transaction.
+
+    `read_only=True` is for commands that only read: the database must exist and be an
+    autotune database; it is opened read-only, never created, upgraded or switched to
+    WAL. An SQLite database of an older schema is answered from an upgraded copy in
+    memory, so the file stays as it is; other databases of an older schema are refused
+    with the command that upgrades them.
+    """
+
+    def __init__(self, url: str | None = None, *, read_only: bool = False, must_exist: bool = False) -> None:
         self.url = url or default_url()
+        self.read_only = read_only
+        self.schema = SCHEMA_HEAD
+        self.schema_found: str | None = None  # the schema the database had when opened
         parsed = _check_url(self.url)
         path = sqlite_file(self.url)
+        if read_only:
+            self.engine = self._open_read_only(parsed, path)
+            self._file = self._identity()
+            return
+        if must_exist and path is not None:
+            if not path.exists():
+                raise UsageError(f"no database at {path} (check --db)")
+            if _peek_revision(path) is None:
+                raise UsageError(f"{path} is not an autotune database (it has no autotune tables)")
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +209,9 @@ class Store:
                 raise UsageError(f"cannot write the database folder {path.parent}")
             if path.exists() and not os.access(path, os.W_OK):
                 raise UsageError(f"the database {path} is read-only")
+            if path.exists() and path.stat().st_size:
+                # Refuse a newer schema before anything (the WAL switch included) touches the file.
+                check_revision(_peek_revision(path))
         try:
             self.engine = sa.create_engine(parsed)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
@@ -151,6 +223,45 @@ class Store:
         except (OperationalError, DatabaseError) as exc:
             raise UsageError(f"cannot use the database {self.url}: {exc.orig or exc}") from None
         self._file = self._identity()
+
+    def _open_read_only(self, parsed: sa.URL, path: Path | None) -> Engine:
+        if path is not None and not path.exists():
+            raise UsageError(f"no database at {path} (check --db, or run `autotune search` to create one)")
+        try:
+            if path is not None:
+                engine = sa.create_engine("sqlite://", creator=lambda: _connect_read_only(path))
+            else:
+                engine = sa.create_engine(parsed)
+        except (NoSuchModuleError, ImportError, ArgumentError) as exc:
+            raise UsageError(f"unsupported database URL {self.url!r}: {exc}") from None
+        try:
+            revision = _retry_locked(lambda: current_revision(engine))
+        except (OperationalError, DatabaseError) as exc:
+            engine.dispose()
+            raise UsageError(f"cannot read the database {self.url}: {exc.orig or exc}") from None
+        where = path if path is not None else parsed.render_as_string(hide_password=True)
+        if revision is None:
+            engine.dispose()
+            raise UsageError(
+                f"{where} is not an autotune database (it has no autotune tables; "
+                "`autotune search` creates them)"
+            )
+        try:
+            check_revision(revision)
+        except UsageError:
+            engine.dispose()
+            raise
+        self.schema_found = revision
+        if revision == SCHEMA_HEAD:
+            return engine
+        if path is None:
+            engine.dispose()
+            raise UsageError(
+                f"the database {where} was written by an older autotune (schema {revision}): "
+                "run `autotune upgrade --db URL` once to bring it to this release"
+            )
+        engine.dispose()
+        return _upgraded_copy(path)
 
     def _identity(self) -> tuple[Path, int, int] | None:
         """The SQLite file's (path, device, inode), to notice it vanish under us."""
@@ -164,6 +275,7 @@ class Store:
         return path, status.st_dev, status.st_ino
 
     def _migrate(self) -> None:
+        self.schema_found = current_revision(self.engine)
         upgrade(self.engine)
 
     @contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -17,22 +19,36 @@ def current_revision(engine: Engine) -> str | None:
         return connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
 
 
+def _config() -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(resource_path("db", "env.py").parent))
+    return config
+
+
+def check_revision(revision: str | None) -> None:
+    """Refuse a database written by a newer schema than this release knows."""
+    if revision is None or revision == SCHEMA_HEAD:
+        return
+    from alembic.script import ScriptDirectory
+
+    known = {s.revision for s in ScriptDirectory.from_config(_config()).walk_revisions()}
+    if revision not in known:
+        raise UsageError(
+            f"the database was written by a newer autotune (schema {revision}; this one knows up to "
+            f"{SCHEMA_HEAD}): upgrade autotune or use another --db"
+        )
+
+
 def upgrade(engine: Engine) -> None:
     revision = current_revision(engine)
     if revision == SCHEMA_HEAD:
         return
     from alembic import command
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
 
-    config = Config()
-    config.set_main_option("script_location", str(resource_path("db", "env.py").parent))
-    known = {s.revision for s in ScriptDirectory.from_config(config).walk_revisions()}
-    if revision is not None and revision not in known:
-        raise UsageError(
-            f"the database was written by a newer autotune (schema {revision}; this one knows up to "
-            f"{SCHEMA_HEAD}): upgrade autotune or use another --db"
-        )
+    check_revision(revision)
+    config = _config()
     sqlite = engine.dialect.name == "sqlite"
     with engine.connect() as connection:
         raw = connection.connection.dbapi_connection

@@ -3,6 +3,8 @@ filters from .npy files, each checked with one clear error."""
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any
 
 import numpy as np
@@ -50,9 +52,37 @@ def image_size(text: str | None, device: Any, widths: list[int]) -> tuple[int, i
     return size
 
 
+def _declared_bytes(f: Any) -> tuple[tuple[int, ...], int]:
+    """The shape a .npy header declares and the bytes of data that shape needs; the
+    file is left at the start of the data."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    elif hasattr(np.lib.format, "_read_array_header"):  # 3.0: a UTF-8 header
+        shape, _, dtype = np.lib.format._read_array_header(f, version)
+    else:
+        raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects, not numbers")
+    return shape, math.prod(shape) * dtype.itemsize
+
+
 def load_npy(label: str, path: str) -> np.ndarray:
+    """A .npy file's array. Its header is checked against the file's size first: a
+    header declaring more data than the file holds is bad input, not an attempt to
+    allocate it."""
     try:
-        return np.load(path, allow_pickle=False)
+        with open(path, "rb") as f:
+            shape, needed = _declared_bytes(f)
+            held = os.fstat(f.fileno()).st_size - f.tell()
+            if needed > held:
+                raise ValueError(
+                    f"its header declares shape {shape} ({needed} bytes) but it holds {held} bytes"
+                )
+            f.seek(0)
+            return np.load(f, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise UsageError(f"{label} {path} is not a readable .npy file: {exc}") from None
 

@@ -1,0 +1,82 @@
+"""Every file the tool writes goes through `write_files`: all or nothing.
+
+Each file is written to a temporary file in its own directory, flushed to disk, and
+only then renamed over its name (`os.replace`, atomic on POSIX). A set of files (an
+export) is staged completely before the first rename, so a full disk or any other
+failure leaves every earlier file as it was and no half-written one. Files are
+created with mode 0666 less the umask, as `open()` would create them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO
+
+# What to write: text (UTF-8), bytes, or a function that writes to a binary file.
+Content = str | bytes | Callable[[IO[bytes]], object]
+
+
+def _stage(path: Path, content: Content) -> Path:
+    """Write `content` to a new temporary file beside `path`, on disk; its path."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    # O_EXCL: never follow or reuse anything already there; 0o666 & ~umask, as open() does.
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(content, str):
+                f.write(content.encode())
+            elif isinstance(content, bytes):
+                f.write(content)
+            else:
+                content(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return temporary
+
+
+def _sync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_files(files: Iterable[tuple[str | Path, Content]]) -> list[Path]:
+    """Write every (path, content) or none (their directories must exist). Raises
+    OSError, having replaced nothing, when any file cannot be written."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, content in files:
+            path = Path(path)
+            staged.append((_stage(path, content), path))
+        # A rename fails only where a directory holds the name: find that before the first.
+        for _, path in staged:
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        for temporary, path in staged:
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary, _ in staged:
+            temporary.unlink(missing_ok=True)
+        raise
+    for directory in {path.parent for _, path in staged}:
+        _sync_directory(directory)
+    return [path for _, path in staged]
+
+
+def write_file(path: str | Path, content: Content) -> Path:
+    """One file, all or nothing (see `write_files`)."""
+    return write_files([(path, content)])[0]

@@ -8,6 +8,7 @@ import pytest
 
 from autotune.devices import device_info
 from autotune.errors import UsageError
+from autotune.families import get_family
 from autotune.families.conv2d import CONV2D
 from autotune.space import SearchSpace
 from tests.conftest import ROOT
@@ -23,18 +24,22 @@ def test_every_seed_kernel_is_a_preset():
         assert space.violations(preset.config, {"filter_width": 5}) == []
 
 
-def test_every_knob_is_documented_and_reaches_the_template():
+@pytest.mark.parametrize("family_name", ["conv2d", "separable"])
+def test_every_knob_is_documented_and_reaches_the_template(family_name):
     """Follows from the space file: each knob says what it does, has a default among
-    its values, and is a variable of the template under its own name."""
-    space = CONV2D.space
-    template = (ROOT / "templates" / "conv2d.cl.j2").read_text()
+    its values, and is a variable of the family's template under its own name."""
+    family = get_family(family_name)
+    space = family.space
+    template = (ROOT / "templates" / family.template).read_text()
     variables = jinja2_meta.find_undeclared_variables(jinja2.Environment().parse(template))
     assert space.knobs
     for name, knob in space.knobs.items():
-        assert knob.help.strip(), f"knob {name!r} has no help text in search_spaces/conv2d.toml"
+        assert knob.help.strip(), f"knob {name!r} has no help text in {family.space_file}"
         assert "\n" not in knob.help, f"knob {name!r}: keep its help text on one line"
         assert knob.accepts(knob.default), f"knob {name!r}: default {knob.default!r} is not one of its values"
-        assert name in variables, f"knob {name!r} is not a variable of templates/conv2d.cl.j2"
+        assert name in variables, f"knob {name!r} is not a variable of templates/{family.template}"
+    for preset in space.presets.values():
+        assert space.violations(preset.config, {"filter_width": 5, "rank": 1}) == [], preset.name
 
 
 def test_complete_fills_defaults_and_checks_types():
@@ -191,14 +196,19 @@ def test_with_value_on_the_kernel_space():
             assert config[name] == value and space.violations(config, problem) == []
 
 
-def test_readme_knob_table_is_generated_from_the_space_file():
+@pytest.mark.parametrize(
+    "family_name,marker", [("conv2d", "knobs"), ("separable", "separable-knobs")], ids=["conv2d", "separable"]
+)
+def test_readme_knob_tables_are_generated_from_the_space_files(family_name, marker):
+    family = get_family(family_name)
     readme = (ROOT / "README.md").read_text()
-    begin, end = "<!-- knobs:begin -->\n", "<!-- knobs:end -->"
+    begin, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
     assert readme.count(begin) == 1 and readme.count(end) == 1, "README.md lost its knob table markers"
     block = readme.split(begin)[1].split(end)[0]
-    assert block == CONV2D.space.markdown_table(), (
-        "README.md's knob table differs from search_spaces/conv2d.toml: replace the lines between "
-        f"{begin.strip()} and {end} with the output of `python -m autotune space --markdown`"
+    assert block == family.space.markdown_table(), (
+        f"README.md's knob table differs from search_spaces/{family.space_file}: replace the lines between "
+        f"{begin.strip()} and {end} with the output of "
+        f"`python -m autotune space --family {family_name} --markdown`"
     )
 
 

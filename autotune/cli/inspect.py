@@ -9,7 +9,14 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
+from autotune.cli.options import (
+    db_option,
+    family_option,
+    family_options,
+    json_option,
+    open_store,
+    parse_ranks,
+)
 from autotune.cli.output import PlainTable, console, device_record, emit, print_configs
 from autotune.errors import AutotuneError, UsageError
 
@@ -44,24 +51,26 @@ def devices(as_json: bool) -> None:
 
 
 @click.command()
+@family_option
 @json_option
 @click.option(
     "--markdown",
     is_flag=True,
-    help="Only the knob table, in markdown (the README's knob table is this output).",
+    help="Only the knob table, in markdown (the README's knob tables are this output).",
 )
-def space(as_json: bool, markdown: bool) -> None:
+def space(family_name: str, as_json: bool, markdown: bool) -> None:
     """Print the knobs, their values, the constraints and the presets."""
-    from autotune.families.conv2d import CONV2D
+    from autotune.families import get_family
 
+    family = get_family(family_name)
     if as_json and markdown:
         raise UsageError("give --json or --markdown, not both")
     if markdown:
-        click.echo(CONV2D.space.markdown_table(), nl=False)
+        click.echo(family.space.markdown_table(), nl=False)
         return
-    described = CONV2D.space.describe()
+    described = family.space.describe()
     if as_json:
-        emit("space", {"family": CONV2D.name, **described})
+        emit("space", {"family": family.name, **described})
         return
     table = PlainTable(
         title=f"search space {described['name']!r} ({described['points']} points before constraints)"

@@ -50,16 +50,10 @@ def problem_options(default_widths: str) -> Any:
     return decorate
 
 
-def family_options(function: Any) -> Any:
-    """--family and --rank: which kernel family, and the ranks a separable search tunes."""
+def family_option(function: Any) -> Any:
+    """--family: which kernel family a command works on."""
     from autotune.families import family_names
 
-    function = click.option(
-        "--rank",
-        "ranks_text",
-        default=None,
-        help="Comma list of filter ranks (separable family) [default: 1].",
-    )(function)
     return click.option(
         "--family",
         "family_name",
@@ -68,6 +62,17 @@ def family_options(function: Any) -> Any:
         show_default=True,
         help="Kernel family: conv2d (direct) or separable (r row/column terms).",
     )(function)
+
+
+def family_options(function: Any) -> Any:
+    """--family and --rank: which kernel family, and the ranks a separable search tunes."""
+    function = click.option(
+        "--rank",
+        "ranks_text",
+        default=None,
+        help="Comma list of filter ranks (separable family) [default: 1].",
+    )(function)
+    return family_option(function)
 
 
 def parse_ranks(text: str | None) -> list[int] | None:

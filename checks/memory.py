@@ -44,22 +44,31 @@ class NoValidConfig(Exception):
     """A knob value that no valid config can take."""
 
 
-def cases() -> list[tuple[dict, int, tuple[int, int]]]:
+Case = tuple[str, dict, dict]  # family name, config, problem key
+
+
+def _knob_values(space, base: dict, problem_fields: dict) -> list[dict]:  # noqa: ANN001 - a SearchSpace
+    """Every value of every knob, in the valid config nearest to the base (the space
+    finds what a value needs). Work-groups stay small: Oclgrind runs work-items one by
+    one, and the larger group shapes add time, not template paths."""
+    configs = []
+    for name, knob in space.knobs.items():
+        values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
+        for value in values:
+            config = space.with_value(base, name, value, problem_fields)
+            if config is None:
+                raise NoValidConfig(f"{space.name}: no valid config has {name}={value}")
+            configs.append(config)
+    return configs
+
+
+def _conv2d_cases() -> list[Case]:
     from autotune.families.conv2d import CONV2D
 
     space = CONV2D.space
     base = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2}
     configs = [dict(p.config, local_x=8, local_y=4) for p in space.presets.values()]
-    # Every value of every knob, in the valid config nearest to the base (the space
-    # finds what a value needs). Work-groups stay small: Oclgrind runs work-items one
-    # by one, and the larger group shapes add time, not template paths.
-    for name, knob in space.knobs.items():
-        values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
-        for value in values:
-            config = space.with_value(base, name, value, {"filter_width": 5})
-            if config is None:
-                raise NoValidConfig(f"no valid config has {name}={value}")
-            configs.append(config)
+    configs += _knob_values(space, base, {"filter_width": 5})
     # Combinations on purpose: the widest tiles with every column unrolled and float4
     # taps, full column unrolling without row unrolling, the __local tile with float4
     # taps, and vector image reads on every tile and row parity.
@@ -77,30 +86,54 @@ def cases() -> list[tuple[dict, int, tuple[int, int]]]:
         if config["image_vector"] > 1:
             sizes.append((5, (12, 6)))  # pitches 16 and 12: the vector paths
             sizes.append((5, (10, 7)))  # pitch 14 (2 mod 4): float4 reads on alternate rows
-        for filter_width, size in sizes:
+        for filter_width, (out_w, out_h) in sizes:
             if not space.violations(config, {"filter_width": filter_width}):
-                out.append((config, filter_width, size))
+                key = {"filter_width": filter_width, "out_width": out_w, "out_height": out_h}
+                out.append(("conv2d", config, {**key, "dtype": "float32"}))
     return out
+
+
+def _separable_cases() -> list[Case]:
+    from autotune.families.separable import SEPARABLE
+
+    space = SEPARABLE.space
+    base = {"local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2}
+    configs = [dict(p.config, local_x=8, local_y=4) for p in space.presets.values()]
+    configs += _knob_values(space, base, {"filter_width": 5, "rank": 2})
+    # Every row-pass layout with and without the staged input, on a wide tile.
+    for row_columns in ("strided", "contiguous", "transposed"):
+        for cache_input in (False, True):
+            config = {**base, "work_x": 4, "work_y": 4, "row_columns": row_columns}
+            configs.append(space.complete({**config, "cache_input": cache_input}))
+    out = []
+    for i, config in enumerate(configs):
+        for filter_width, rank, (out_w, out_h) in ((3, 1, (7, 5)), (4 + i % 3, 2, (13, 9)), (5, 1, (1, 1))):
+            problem = {"filter_width": filter_width, "rank": rank}
+            if not space.violations(config, problem):
+                key = {**problem, "out_width": out_w, "out_height": out_h, "dtype": "float32"}
+                out.append(("separable", config, key))
+    return out
+
+
+def cases() -> list[Case]:
+    return _conv2d_cases() + _separable_cases()
 
 
 def child() -> int:
     import numpy as np
     import pyopencl as cl
 
-    from autotune.families.conv2d import CONV2D, Conv2DProblem
-    from autotune.families.conv2d.problem import correlate_valid
+    from autotune.families import get_family
 
     platform = cl.get_platforms()[0]
     sys.stderr.write(f"platform: {platform.name}\n")
     context = cl.Context(platform.get_devices())
     queue = cl.CommandQueue(context)
     mf = cl.mem_flags
-    for number, (config, filter_width, (out_w, out_h)) in enumerate(cases()):
-        rng = np.random.default_rng(number)
-        image = rng.uniform(-1, 1, (out_h + filter_width - 1, out_w + filter_width - 1)).astype(np.float32)
-        filt = rng.uniform(-1, 1, (filter_width, filter_width)).astype(np.float32)
-        problem = Conv2DProblem(filter_width, out_w, out_h)
-        variant = CONV2D.render(config, problem, values=filt)
+    for number, (family_name, config, key) in enumerate(cases()):
+        family = get_family(family_name)
+        problem = family.problem(key, seed=number)
+        variant = family.render(config, problem)
         if number == 0:
             # A planted out-of-bounds read first: proof that the checker sees one.
             variant = dataclasses.replace(
@@ -109,24 +142,25 @@ def child() -> int:
                     "float acc_0_0 = 0.0f", "float acc_0_0 = input[in_width * (out_height + fw)]", 1
                 ),
             )
-        sys.stderr.write(f"{MARKER} {number} F={filter_width} out={out_w}x{out_h} {config}\n")
+        sys.stderr.write(f"{MARKER} {number} {family_name} {key} {config}\n")
         sys.stderr.flush()
         kernel = cl.Kernel(cl.Program(context, variant.source).build(), variant.kernel_name)
-        input_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image)
-        filter_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=filt)
-        output = np.zeros((out_h, out_w), dtype=np.float32)
-        output_buf = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
-        buffers = {"input": input_buf, "filter": filter_buf, "output": output_buf}
+        buffers = {
+            name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
+            for name, array in problem.inputs().items()
+        }
+        output = np.zeros(problem.output_shape, dtype=np.float32)
+        buffers["output"] = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
         kernel(
             queue,
-            CONV2D.global_size(variant, problem),
+            family.global_size(variant, problem),
             variant.local_size,
-            *CONV2D.arguments(variant, problem, buffers),
+            *family.arguments(variant, problem, buffers),
         )
-        cl.enqueue_copy(queue, output, output_buf)
+        cl.enqueue_copy(queue, output, buffers["output"])
         queue.finish()
-        error = float(np.abs(output - correlate_valid(image, filt)).max())
-        if error > 1e-4:
+        error = float(np.abs(output - problem.reference()).max())
+        if error > max(1e-4, problem.tolerance()):
             sys.stderr.write(f"error: wrong result, max error {error}\n")
         sys.stderr.flush()
     return 0

@@ -19,7 +19,7 @@ compiled for one input's values (a filter compiled in) is right for that input o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.devices import DeviceInfo
@@ -42,6 +42,13 @@ class Choice:
     device_id: int | None = None  # the database rows it came from (None: the default)
     problem_id: int | None = None
     trial_id: int | None = None
+    reason: str = ""  # why this family answered, where a caller chose between families
+    compared: dict[str, float | None] = field(default_factory=dict)  # algorithm -> ms it was weighed at
+
+    @property
+    def algorithm(self) -> str:
+        """`direct` for the direct family, else the family's name (`separable`)."""
+        return "direct" if self.problem.family == "conv2d" else self.problem.family
 
 
 def resolve(

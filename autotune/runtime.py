@@ -4,6 +4,11 @@ The kernel comes from the database through the lookup ladder (autotune/lookup.py
 contexts and compiled programs are cached per process, so repeated calls pay only for
 the transfer and the kernel.
 
+A filter that is a sum of a few outer products (rank r: Gaussian, box and Sobel are
+rank 1) can also run as r row/column terms (the separable family). With
+`algorithm="auto"` the form measured faster on this device for this width and rank
+runs; a form never measured here is not guessed at, and `plan(...).reason` says why.
+
 A tuned kernel with the filter compiled in (`filter_space=literal`) is a new program
 for each filter. Here that does not pay: every call moves the image to the device and
 back, which takes far longer than the kernel (78-98 ms a call at 4096x4096 on the
@@ -15,7 +20,9 @@ serves every filter); `specialise=True` compiles the tuned kernel for the filter
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -23,16 +30,21 @@ from typing import Any
 import numpy as np
 
 from autotune.devices import DeviceInfo, open_device
-from autotune.families import KernelVariant
+from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.separable import SEPARABLE, SeparableProblem
+from autotune.families.separable.problem import MAX_RANK
+from autotune.families.separable.terms import separable_terms
 from autotune.lookup import Choice, any_data_config, resolve
 from autotune.space import Config
+
+ALGORITHMS = ("auto", "direct", "separable")
 
 _lock = threading.Lock()
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
 _kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
-_serving_configs: dict[tuple[Any, ...], Config] = {}
+_serving_configs: dict[tuple[Any, ...], tuple[Config, float | None]] = {}
 
 
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
@@ -59,8 +71,13 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
     return _kernels[key]
 
 
-def _serving_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
-    """What runs in place of a choice compiled for one filter (memoised per process)."""
+def _serving(
+    choice: Choice, family: KernelFamily, info: DeviceInfo, db: str | None
+) -> tuple[Config, float | None]:
+    """What runs in place of a choice compiled for one input, and its measured time
+    (None where it was never measured); memoised per process."""
+    if family.serves_any_data(choice.config):
+        return choice.config, choice.time_ms
     key = (db, choice.device_id, choice.problem_id, json.dumps(choice.config, sort_keys=True))
     if key not in _serving_configs:
         trials = []
@@ -70,18 +87,32 @@ def _serving_config(choice: Choice, info: DeviceInfo, db: str | None) -> Config:
                 trials = store.trials(device_id=choice.device_id, problem_id=choice.problem_id)
             finally:
                 store.close()
-        _serving_configs[key] = any_data_config(choice, CONV2D, info, trials)[0]
+        config, trial = any_data_config(choice, family, info, trials)
+        _serving_configs[key] = (config, trial.time_ms if trial is not None else None)
     return _serving_configs[key]
 
 
 def _variant(
-    choice: Choice, filt: np.ndarray, info: DeviceInfo, db: str | None, specialise: bool
+    choice: Choice, family: KernelFamily, values: Any, info: DeviceInfo, db: str | None, specialise: bool
 ) -> KernelVariant:
-    if CONV2D.serves_any_data(choice.config):
-        return CONV2D.render(choice.config, choice.problem)
+    if family.serves_any_data(choice.config):
+        return family.render(choice.config, choice.problem)
     if specialise:
-        return CONV2D.render(choice.config, choice.problem, values=filt)
-    return CONV2D.render(_serving_config(choice, info, db), choice.problem)
+        return family.render(choice.config, choice.problem, values=values)
+    return family.render(_serving(choice, family, info, db)[0], choice.problem)
+
+
+def _time_here(
+    choice: Choice, family: KernelFamily, info: DeviceInfo, db: str | None, specialise: bool
+) -> float | None:
+    """The measured time of what would run for this choice on this device, scaled to the
+    asked size; None where it was not measured on this device."""
+    if choice.level not in ("exact", "nearest_image_size") or choice.tuned_size is None:
+        return None
+    time_ms = choice.time_ms if specialise else _serving(choice, family, info, db)[1]
+    if time_ms is None:
+        return None
+    return time_ms * math.prod(choice.problem.size) / math.prod(choice.tuned_size)
 
 
 def _open_store(db: str | None) -> Any:
@@ -143,15 +174,85 @@ def _check_options(device: Any, db: Any) -> int:
 
 
 def plan(
-    image_shape: tuple[int, int], filter_width: int, *, device: int = 0, db: str | None = None
+    image_shape: tuple[int, int],
+    filter_width: int,
+    *,
+    device: int = 0,
+    db: str | None = None,
+    filter: Any = None,  # noqa: A002 - the name users expect
+    algorithm: str = "auto",
+    specialise: bool = False,
 ) -> Choice:
-    """The kernel `convolve` would use for a 'valid' output of this image shape."""
+    """The kernel `convolve` would use for a 'valid' output of this image shape.
+
+    Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
+    says which form answered, `.reason` why, `.compared` the times weighed."""
     device = _check_options(device, db)
     info, _, _ = _context(device)
-    problem = Conv2DProblem(
-        filter_width, image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1
-    )
-    return resolve(_tuned_rows(db), CONV2D, problem, info)
+    taps = None if filter is None else _as_image("filter", filter)
+    return _plan(image_shape, filter_width, info, db, taps, algorithm, specialise)[0]
+
+
+def _plan(
+    image_shape: tuple[int, int],
+    filter_width: int,
+    info: DeviceInfo,
+    db: str | None,
+    filt: np.ndarray | None,
+    algorithm: str,
+    specialise: bool,
+) -> tuple[Choice, Any]:
+    """The choice and the values its kernel takes for the filter: the filter itself, or
+    its separable terms (row_taps, column_taps)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    out_w, out_h = image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1
+    rows = _tuned_rows(db)
+    direct = resolve(rows, CONV2D, Conv2DProblem(filter_width, out_w, out_h), info)
+    if algorithm == "direct":
+        return dataclasses.replace(direct, reason="the direct form was asked for"), filt
+    if filt is None:
+        if algorithm == "separable":
+            raise ValueError("algorithm='separable' needs the filter: its rank decides the kernel")
+        return dataclasses.replace(
+            direct, reason="no filter given, so no rank to run a separable form by"
+        ), filt
+    terms = separable_terms(filt, MAX_RANK)
+    if terms is None:
+        if algorithm == "separable":
+            raise ValueError(
+                f"the filter is not separable: no sum of up to {MAX_RANK} row/column terms "
+                "equals it within float32 rounding"
+            )
+        reason = f"the filter's rank is above {MAX_RANK}: only the direct form runs it"
+        return dataclasses.replace(direct, reason=reason), filt
+    rank = terms[0].shape[0]
+    if algorithm == "auto" and 2 * rank >= filter_width:
+        # r terms cost about 4rF operations per output against the direct form's 2F².
+        reason = f"rank {rank} at F={filter_width}: that many separable terms cost more than the direct form"
+        return dataclasses.replace(direct, reason=reason), filt
+    separable = resolve(rows, SEPARABLE, SeparableProblem(filter_width, rank, out_w, out_h), info)
+    if algorithm == "separable":
+        return dataclasses.replace(separable, reason=f"the separable form (rank {rank}) was asked for"), terms
+    times = {
+        "direct": _time_here(direct, CONV2D, info, db, specialise),
+        "separable": _time_here(separable, SEPARABLE, info, db, specialise),
+    }
+    if times["separable"] is None:
+        reason = (
+            f"rank {rank}, but the separable form was never measured here at F={filter_width}, rank {rank}"
+        )
+        return dataclasses.replace(direct, reason=reason, compared=times), filt
+    if times["direct"] is not None and times["direct"] <= times["separable"]:
+        reason = f"rank {rank}: direct {times['direct']:.4g} ms <= separable {times['separable']:.4g} ms here"
+        return dataclasses.replace(direct, reason=reason, compared=times), filt
+    if times["direct"] is None:
+        reason = (
+            f"rank {rank}: the separable form was measured here ({times['separable']:.4g} ms), the direct not"
+        )
+    else:
+        reason = f"rank {rank}: separable {times['separable']:.4g} ms < direct {times['direct']:.4g} ms here"
+    return dataclasses.replace(separable, reason=reason, compared=times), terms
 
 
 def convolve(
@@ -163,6 +264,7 @@ def convolve(
     db: str | None = None,
     flip: bool = False,
     specialise: bool = False,
+    algorithm: str = "auto",
 ) -> np.ndarray:
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
 
@@ -171,7 +273,9 @@ def convolve(
     scipy.ndimage.convolve(mode="constant"), for odd and even F. float32 arithmetic; NaN in,
     NaN out. Where the tuned kernel has the filter compiled in, `specialise=True`
     compiles it for this filter (one compile per filter); by default the fastest
-    measured kernel that reads the filter argument runs.
+    measured kernel that reads the filter argument runs. `algorithm`: "auto" runs a
+    filter of low rank as separable terms where that form was measured faster here;
+    "direct" or "separable" decide (see `plan`).
     """
     image = _as_image("image", image)
     filt = _as_image("filter", filter)
@@ -197,21 +301,27 @@ def convolve(
 
     with _lock:
         info, context, queue = _context(device_index)
-        choice = plan(image.shape, width, device=device_index, db=db)
-        variant = _variant(choice, filt, info, db, specialise)
+        choice, values = _plan(image.shape, width, info, db, filt, algorithm, specialise)
+        family = get_family(choice.problem.family)
+        variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
-    out_h, out_w = image.shape[0] - width + 1, image.shape[1] - width + 1
+    data = {"input": image}
+    if family is SEPARABLE:
+        data["row_taps"], data["column_taps"] = values
+    else:
+        data["filter"] = filt
     mf = cl.mem_flags
-    input_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image)
-    filter_buf = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=filt)
-    output = np.empty((out_h, out_w), dtype=np.float32)
-    output_buf = cl.Buffer(context, mf.WRITE_ONLY, size=output.nbytes)
+    buffers = {
+        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
+        for name, array in data.items()
+    }
+    output = np.empty(choice.problem.output_shape, dtype=np.float32)
+    buffers["output"] = cl.Buffer(context, mf.WRITE_ONLY, size=output.nbytes)
     with _lock:
-        buffers = {"input": input_buf, "filter": filter_buf, "output": output_buf}
-        kernel.set_args(*CONV2D.arguments(variant, choice.problem, buffers))
+        kernel.set_args(*family.arguments(variant, choice.problem, buffers))
         cl.enqueue_nd_range_kernel(
-            queue, kernel, CONV2D.global_size(variant, choice.problem), variant.local_size
+            queue, kernel, family.global_size(variant, choice.problem), variant.local_size
         )
-    cl.enqueue_copy(queue, output, output_buf)
+    cl.enqueue_copy(queue, output, buffers["output"])
     queue.finish()
     return output

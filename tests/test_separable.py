@@ -158,3 +158,76 @@ def test_search_and_best_from_the_command_line(tmp_path):
     assert answer["fallback"] == "exact" and answer["rank"] == 2
     wrong = run_cli("search", *args)  # --rank without --family separable
     assert wrong.returncode == 2 and "--rank is for --family separable" in wrong.stderr
+
+
+def _gaussian(width, sigma):
+    taps = np.exp(-((np.arange(width) - (width - 1) / 2) ** 2) / (2 * sigma**2))
+    return np.outer(taps, taps) / taps.sum() ** 2
+
+
+def test_a_filters_rank_is_found_within_float32_rounding():
+    from autotune.families.separable.terms import separable_terms
+
+    assert separable_terms(_gaussian(9, 2.0), 8)[0].shape == (1, 9)
+    assert separable_terms(np.ones((5, 5)), 8)[0].shape == (1, 5)
+    sobel = separable_terms(np.outer([1.0, 2.0, 1.0], [-1.0, 0.0, 1.0]), 8)
+    assert sobel[0].shape == (1, 3)
+    np.testing.assert_allclose(np.outer(sobel[1][0], sobel[0][0]), np.outer([1, 2, 1], [-1, 0, 1]), atol=1e-6)
+    assert separable_terms(_gaussian(9, 2.0) - _gaussian(9, 1.0), 8)[0].shape == (2, 9)  # a DoG
+    rng = np.random.default_rng(0)
+    assert separable_terms(rng.uniform(-1, 1, (9, 9)), 8) is None  # full rank
+    # rank 1 only to within 1e-3: not rank 1 (the result would leave float32 rounding)
+    nearly = _gaussian(7, 1.5) + 1e-3 * rng.uniform(-1, 1, (7, 7))
+    assert separable_terms(nearly, 1) is None
+    assert separable_terms(np.zeros((3, 3)), 8) is None
+
+
+@pytest.mark.parametrize("mode,flip", [("valid", False), ("same", False), ("same", True)])
+def test_convolve_runs_a_separable_filter_as_scipy_does(tmp_path, mode, flip):
+    import scipy.ndimage as ndimage
+
+    import autotune
+
+    rng = np.random.default_rng(3)
+    image = rng.uniform(-1, 1, (45, 61)).astype(np.float32)
+    filt = (_gaussian(6, 1.3) + np.outer(np.arange(6), np.ones(6)) * 0.01).astype(np.float32)  # rank 2, even
+    db = f"sqlite:///{tmp_path / 'none.db'}"
+    got = autotune.convolve(image, filt, mode=mode, flip=flip, algorithm="separable", db=db)
+    scipy_call = ndimage.convolve if flip else ndimage.correlate
+    expected = scipy_call(image.astype(np.float64), filt.astype(np.float64), mode="constant")
+    if mode == "valid":
+        expected = signal.correlate2d(image.astype(np.float64), filt.astype(np.float64), mode="valid")
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="not separable"):
+        autotune.convolve(image, rng.uniform(-1, 1, (9, 9)), algorithm="separable", db=db)
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        autotune.convolve(image, filt, algorithm="fastest", db=db)
+
+
+def test_auto_runs_the_form_measured_faster_here(tmp_path):
+    import autotune
+
+    db = f"sqlite:///{tmp_path / 'both.db'}"
+    image = np.random.default_rng(4).uniform(-1, 1, (52, 68)).astype(np.float32)
+    gaussian = _gaussian(5, 1.0).astype(np.float32)
+    assert autotune.plan(image.shape, 5, filter=gaussian, db=db).algorithm == "direct"  # nothing measured
+
+    common = ("-d", "0", "-f", "5", "-s", "64x48", "--trials", "4", "--db", db)
+    cli_json("search", "--family", "separable", "--rank", "1", *common)
+    only_separable = autotune.plan(image.shape, 5, filter=gaussian, db=db)
+    assert only_separable.algorithm == "separable" and "the direct not" in only_separable.reason
+
+    cli_json("search", *common)
+    chosen = autotune.plan(image.shape, 5, filter=gaussian, db=db)
+    times = chosen.compared
+    assert times["direct"] > 0 and times["separable"] > 0
+    assert chosen.algorithm == min(times, key=times.get), chosen.reason
+    assert "ms" in chosen.reason
+    assert autotune.plan(image.shape, 5, db=db).algorithm == "direct"  # no filter: no rank
+    assert autotune.plan(image.shape, 5, filter=gaussian, algorithm="direct", db=db).algorithm == "direct"
+    full_rank = np.random.default_rng(5).uniform(-1, 1, (5, 5))
+    assert "cost more than the direct form" in autotune.plan(image.shape, 5, filter=full_rank, db=db).reason
+    for algorithm in ("auto", "direct", "separable"):
+        got = autotune.convolve(image, gaussian, algorithm=algorithm, db=db)
+        expected = signal.correlate2d(image.astype(np.float64), gaussian.astype(np.float64), mode="valid")
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)

@@ -9,7 +9,9 @@ width with --direct-configs FILE ({"F": config}). Then, in interleaved rounds: b
 kernels (OpenCL profiling events, in the measuring worker), CuPy's
 `ndimage.correlate1d` along rows then columns for each term (the two-pass form a CuPy
 user writes), and `torch.nn.functional.conv2d` on the full filter (cuDNN), each where
-installed.
+installed; on a CPU device, OpenCV's `sepFilter2D` per term instead (host clock, as
+many threads as the device has compute units; it filters the whole input, slightly more
+outputs than the 'valid' ones).
 
     python bench/separable_compare.py --device 0 [--filter-width 3,5,9,17,33] [--rank 1]
         [--db URL] [--image-size 4096x4096] [--trials 0] [--direct-configs FILE] [--rounds 3]
@@ -22,6 +24,7 @@ import datetime
 import json
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,10 +57,37 @@ def separable_configs(store: Store, device: object, size: tuple[int, int]) -> di
     return found
 
 
-def peers(problem: SeparableProblem) -> dict[str, Callable[[], float]]:
-    """Timers for the libraries that are installed; each returns median ms."""
+def host_timer(run: Callable[[], object], repeats: int = 10) -> float:
+    """Median wall ms of a host call."""
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def peers(problem: SeparableProblem, device: object) -> dict[str, Callable[[], float]]:
+    """Timers for the libraries that are installed; each returns median ms. On a CPU
+    device: OpenCV's sepFilter2D per term, limited to as many threads as the device has
+    compute units; on a GPU: CuPy and cuDNN."""
     image, row_taps, column_taps = problem.data()
     found: dict[str, Callable[[], float]] = {}
+    if getattr(device, "type", "") == "CPU":
+        try:
+            import cv2
+
+            cv2.setNumThreads(device.compute_units)  # type: ignore[attr-defined]
+
+            def sep_filter() -> None:
+                for row, column in zip(row_taps, column_taps, strict=True):
+                    cv2.sepFilter2D(image, -1, row, column, borderType=cv2.BORDER_CONSTANT)
+
+            found["cv2.sepFilter2D"] = lambda: host_timer(sep_filter)
+        except ImportError:
+            pass
+        return found
     try:
         import cupy
         from cupyx.scipy import ndimage
@@ -132,7 +162,7 @@ def main() -> int:
                     print(f"F={width},rank={rank}: not tuned here; skipped", file=sys.stderr)
                     continue
                 problem = SeparableProblem(width, rank, *size)
-                timers = peers(problem)
+                timers = peers(problem, device)
                 times: dict[str, list[float]] = {}
                 for _ in range(args.rounds):
                     m = ours.evaluate(tuned[(width, rank)], problem)

@@ -5,6 +5,8 @@ Kernels run here through plain pyopencl with the manifest's launch rule, and are
 compared with scipy.signal.correlate2d on the full filter, not with our own reference.
 """
 
+import json
+
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -158,6 +160,36 @@ def test_search_and_best_from_the_command_line(tmp_path):
     assert answer["fallback"] == "exact" and answer["rank"] == 2
     wrong = run_cli("search", *args)  # --rank without --family separable
     assert wrong.returncode == 2 and "--rank is for --family separable" in wrong.stderr
+
+    # export: a Gaussian's kernel, as a host program gets it, computes the correlation
+    from autotune.families.base import KernelVariant
+    from autotune.families.separable.terms import separable_terms
+
+    gaussian = np.outer(*(2 * [np.exp(-((np.arange(6) - 2.5) ** 2) / 4)])).astype(np.float32)
+    np.save(tmp_path / "gaussian.npy", gaussian)
+    out = tmp_path / "kernels"
+    common = ("export", "--family", "separable", "-d", "0", "--out", str(out), "--format", "cl,json")
+    exported = cli_json(*common, "--filter", str(tmp_path / "gaussian.npy"), "--db", db)
+    assert sorted(k["problem"] for k in exported["kernels"]) == sorted(k["problem"] for k in listed)
+    manifest = json.loads((out / "separable_f6_r1.json").read_text())
+    assert manifest["family"] == "separable" and manifest["rank"] == 1
+    assert manifest["arguments"][1] == "TAP_SPACE const float *row_taps"
+    variant = KernelVariant(
+        source=(out / manifest["source"]).read_text(),
+        kernel_name=manifest["kernel_name"],
+        local_size=tuple(manifest["local_size"]),
+        work_per_item=tuple(manifest["work_per_item"]),
+    )
+    image = np.random.default_rng(9).uniform(-1, 1, (30, 41)).astype(np.float32)
+    got = run_separable(variant, image, *separable_terms(gaussian, 1))
+    expected = signal.correlate2d(image.astype(np.float64), gaussian.astype(np.float64), mode="valid")
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    header = run_cli(*common[:-1], "cl,header", "--db", db)
+    assert header.returncode == 2 and "conv2d family only" in header.stderr
+    full_rank = tmp_path / "random.npy"
+    np.save(full_rank, np.random.default_rng(1).uniform(-1, 1, (9, 9)))  # rank 9 > 8
+    refused = run_cli(*common, "--filter", str(full_rank), "--db", db)
+    assert refused.returncode == 2 and "not separable" in refused.stderr
 
 
 def _gaussian(width, sigma):

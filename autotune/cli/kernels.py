@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from autotune.cli.options import db_option, json_option, open_store
+from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
 from autotune.cli.output import device_record, emit
 from autotune.errors import AutotuneError, UsageError
 from autotune.files import write_file, write_files
@@ -143,6 +143,7 @@ def render(
     help="Square filter (.npy) to compile into kernels of its width whose best has the filter as literals "
     "[default: such widths export their fastest kernel that reads the filter argument].",
 )
+@family_options
 @json_option
 def export(
     device_index: int,
@@ -152,6 +153,8 @@ def export(
     formats_text: str,
     db_url: str | None,
     filter_path: str | None,
+    family_name: str,
+    ranks_text: str | None,
     as_json: bool,
 ) -> None:
     """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results.
@@ -161,7 +164,7 @@ def export(
     the fastest measured kernel of that width that reads its filter argument."""
     from autotune import export as exporting
     from autotune.devices import device_info
-    from autotune.families.conv2d import CONV2D
+    from autotune.families import get_family
     from autotune.families.conv2d.header import c_header
     from autotune.families.conv2d.inputs import load_filter, parse_filter_widths, parse_image_size
 
@@ -169,15 +172,24 @@ def export(
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
+    family = get_family(family_name)
+    if "header" in formats and family.name != "conv2d":
+        raise UsageError("--format header is written for the conv2d family only; use cl,json")
     widths = parse_filter_widths(widths_text) if widths_text else None
+    ranks = parse_ranks(ranks_text)
+    if ranks and widths is None:
+        raise UsageError("--rank needs --filter-width")
     size = parse_image_size(size_text) if size_text else None
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url, read_only=True)
     info = device_info(device_index)
-    kinds = [CONV2D.kind(w) for w in widths] if widths is not None else None
-    values = {CONV2D.describe_kind(CONV2D.kind(taps.shape[0])): taps} if taps is not None else {}
-    chosen = exporting.choose(store, CONV2D, info, kinds, size, values)
-    if set(values) - {CONV2D.describe_kind(e.problem.kind()) for e in chosen}:
+    kinds = family.kinds(widths, ranks) if widths is not None else None
+    values = {}
+    if taps is not None:
+        kind, given = family.values_of_filter(taps)
+        values[family.describe_kind(kind)] = given
+    chosen = exporting.choose(store, family, info, kinds, size, values)
+    if set(values) - {family.describe_kind(e.problem.kind()) for e in chosen}:
         raise UsageError(
             f"no tuned kernel for {next(iter(values))} on device {device_index} ({info.name}); "
             "run `autotune search` first"
@@ -189,13 +201,13 @@ def export(
     files: list[tuple[Path, str]] = []
     for item in chosen:
         source, manifest_file = exporting.kernel_files(
-            CONV2D, item.variant, out, info, item.problem, item.time_ms
+            family, item.variant, out, info, item.problem, item.time_ms
         )
         files += [f for f, form in ((source, "cl"), (manifest_file, "json")) if form in formats]
     if "header" in formats:
         header = c_header(
             [
-                (e.variant, exporting.manifest(CONV2D, e.variant, "", info, e.problem, e.time_ms))
+                (e.variant, exporting.manifest(family, e.variant, "", info, e.problem, e.time_ms))
                 for e in chosen
             ]
         )
@@ -204,7 +216,7 @@ def export(
         problem_ids = {e.problem_id for e in chosen}
         row = store.device_row(info.fingerprint)
         trials = [t for t in store.trials(device_id=row.id if row else -1) if t.problem_id in problem_ids]
-        data = exporting.t4_results(trials, store.problems(), CONV2D)
+        data = exporting.t4_results(trials, store.problems(), family)
         files.append((out / "autotune_t4.json", json.dumps(data, indent=1) + "\n"))
     try:
         # every file or none: a failure leaves whatever an earlier export wrote as it was
@@ -215,7 +227,7 @@ def export(
     if as_json:
         kernels = [
             {
-                "problem": CONV2D.describe_kind(e.problem.kind()),
+                "problem": family.describe_kind(e.problem.kind()),
                 **e.problem.kind(),
                 "image_size": list(e.problem.size),
                 "time_ms": e.time_ms,

@@ -160,6 +160,11 @@ class KernelFamily(ABC):
         """The problem kinds a command line names (`-f 3,5 --rank 1,2`)."""
         raise UsageError(f"the {self.name} family is not tuned from the command line")
 
+    def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
+        """The problem kind a user's filter is, and the values a kernel compiled for it
+        takes (`render(..., values=)`)."""
+        raise UsageError(f"the {self.name} family takes no filter")
+
     def problems_of(
         self, kinds: Sequence[Mapping[str, Any]], size: Sequence[int], seed: int = 0
     ) -> list[Problem]:

@@ -66,6 +66,9 @@ class Conv2D(KernelFamily):
             raise UsageError("--rank is for --family separable: the direct family runs any filter as it is")
         return [self.kind(check_filter_width(width)) for width in filter_widths]
 
+    def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
+        return self.kind(check_filter_width(filt.shape[0])), filt
+
     def default_size(self, device: object) -> tuple[int, ...]:
         return default_image_size(device)
 

@@ -14,11 +14,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
-from autotune.families.separable.problem import SeparableProblem
+from autotune.families.separable.problem import MAX_RANK, SeparableProblem
 from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_rank, generate, literal_taps
+from autotune.families.separable.terms import separable_terms
 from autotune.space import Config
 
 # What exported kernels look like to a host program.
@@ -59,6 +61,16 @@ class Separable(KernelFamily):
         return [
             self.kind(check_filter_width(w), check_rank(r)) for w in filter_widths for r in (ranks or [1])
         ]
+
+    def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
+        """The filter's separable terms (its rank is part of the kind)."""
+        terms = separable_terms(filt, MAX_RANK)
+        if terms is None:
+            raise UsageError(
+                f"the filter is not separable: no sum of up to {MAX_RANK} row/column terms "
+                "equals it within float32 rounding"
+            )
+        return self.kind(check_filter_width(filt.shape[0]), terms[0].shape[0]), terms
 
     def default_size(self, device: object) -> tuple[int, ...]:
         return default_image_size(device)

@@ -13,18 +13,13 @@ from autotune.families.base import Problem
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 
 
-@dataclass(frozen=True)
-class Conv2DProblem(Problem):
-    """'valid' correlation of an (out + F - 1)-sized float32 image with an F x F filter."""
-
-    family: ClassVar[str] = "conv2d"
-    size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
+class ValidImage:
+    """What a 'valid' filtering of an image by an F x F filter has in any family: the
+    input is the output grown by F - 1 each way; one output per launch point."""
 
     filter_width: int
     out_width: int
     out_height: int
-    dtype: str = "float32"
-    seed: int = 0
 
     @property
     def in_width(self) -> int:
@@ -33,10 +28,6 @@ class Conv2DProblem(Problem):
     @property
     def in_height(self) -> int:
         return self.out_height + self.filter_width - 1
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.filter_width**2 * self.out_width * self.out_height
 
     @property
     def min_bytes(self) -> int:
@@ -49,6 +40,24 @@ class Conv2DProblem(Problem):
     @property
     def output_shape(self) -> tuple[int, int]:
         return (self.out_height, self.out_width)
+
+
+@dataclass(frozen=True)
+class Conv2DProblem(ValidImage, Problem):
+    """'valid' correlation of an (out + F - 1)-sized float32 image with an F x F filter."""
+
+    family: ClassVar[str] = "conv2d"
+    size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
+
+    filter_width: int
+    out_width: int
+    out_height: int
+    dtype: str = "float32"
+    seed: int = 0
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.filter_width**2 * self.out_width * self.out_height
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """Seeded input image and filter, uniform in [-1, 1)."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.conv2d import LAUNCH
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
 from autotune.families.separable.problem import MAX_RANK, SeparableProblem
@@ -34,7 +35,6 @@ ABI = (
     "const int out_width",
     "const int out_height",
 )
-LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y"
 
 
 class Separable(KernelFamily):

@@ -9,13 +9,13 @@ from typing import ClassVar
 import numpy as np
 
 from autotune.families.base import Problem
-from autotune.families.conv2d.problem import FLOAT32_EPS, correlate_valid
+from autotune.families.conv2d.problem import FLOAT32_EPS, ValidImage, correlate_valid
 
 MAX_RANK = 8
 
 
 @dataclass(frozen=True)
-class SeparableProblem(Problem):
+class SeparableProblem(ValidImage, Problem):
     """'valid' correlation of an (out + F - 1)-sized float32 image with the filter
     sum_k outer(column_taps[k], row_taps[k])."""
 
@@ -30,30 +30,10 @@ class SeparableProblem(Problem):
     seed: int = 0
 
     @property
-    def in_width(self) -> int:
-        return self.out_width + self.filter_width - 1
-
-    @property
-    def in_height(self) -> int:
-        return self.out_height + self.filter_width - 1
-
-    @property
     def flops(self) -> int:
         """Multiply-adds of the two passes per output (the row pass's extra rows of
         each tile are overhead, not counted)."""
         return 2 * 2 * self.rank * self.filter_width * self.out_width * self.out_height
-
-    @property
-    def min_bytes(self) -> int:
-        return 4 * (self.in_width * self.in_height + self.out_width * self.out_height)
-
-    @property
-    def launch_extent(self) -> tuple[int, int]:
-        return (self.out_width, self.out_height)
-
-    @property
-    def output_shape(self) -> tuple[int, int]:
-        return (self.out_height, self.out_width)
 
     def data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Seeded image and taps (rank x F each), uniform in [-1, 1)."""

@@ -140,7 +140,8 @@ def render(
     "filter_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Square filter (.npy) to compile into kernels of its width whose best has the filter as literals "
+    help="Square filter (.npy, or a name: gaussian:17, box:5, sobel-x, log:9) to compile into kernels of its "
+    "width whose best has the filter as literals "
     "[default: such widths export their fastest kernel that reads the filter argument].",
 )
 @family_options
@@ -253,7 +254,8 @@ def export(
     "filter_path",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Square filter as a NumPy .npy file.",
+    help="Square filter: a NumPy .npy file, or a name (gaussian:F[:SIGMA], box:F, log:F, dog:F, "
+    "sobel-x, sobel-y, scharr-x/y, prewitt-x/y).",
 )
 @click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
 @click.option("--mode", type=click.Choice(["valid", "same"]), default="valid", show_default=True)
@@ -274,10 +276,10 @@ def convolve_command(
     import numpy as np
 
     from autotune.devices import device_info
-    from autotune.families.conv2d.inputs import load_npy
+    from autotune.families.conv2d.inputs import load_filter, load_npy
     from autotune.runtime import convolve
 
-    arrays = [load_npy("IN", input_path), load_npy("--filter", filter_path)]
+    arrays = [load_npy("IN", input_path), load_filter(filter_path)]
     try:
         result = convolve(arrays[0], arrays[1], device=device_index, mode=mode, db=db_url, flip=flip)
     except (TypeError, ValueError) as exc:

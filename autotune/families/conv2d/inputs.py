@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,12 @@ def load_npy(label: str, path: str) -> np.ndarray:
 
 
 def load_filter(path: str) -> np.ndarray:
-    """A square filter of real numbers from a .npy file, as float32."""
+    """A square filter of real numbers from a .npy file, or a named one (`gaussian:17`,
+    `sobel-x`: autotune/filters.py), as float32."""
+    from autotune.filters import is_named, named_filter
+
+    if is_named(path) or (not path.lower().endswith(".npy") and not Path(path).exists()):
+        return named_filter(path)  # a name, or neither a name nor a file: the names are listed
     taps = load_npy("--filter", path)
     if taps.ndim != 2 or taps.shape[0] != taps.shape[1] or taps.dtype.kind not in "fiu":
         raise UsageError(

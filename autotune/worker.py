@@ -209,10 +209,26 @@ def _describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def _die_with_parent(parent: int, poll_s: float = 0.5) -> None:
+    """In the child: when the process that started it is gone (killed, even by SIGKILL),
+    kill the child's whole process group, compilers included. A thread, because the main
+    thread may be inside a kernel that never returns; the child is re-parented then, so
+    a changed parent id is the sign."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 if __name__ == "__main__":
     # Processes a driver starts (compilers, linkers) must not hold the pipes open.
     for fd in (int(sys.argv[1]), int(sys.argv[2])):
         os.set_inheritable(fd, False)
+    _die_with_parent(os.getppid())
     from autotune.session import serve
 
     serve(

@@ -157,11 +157,12 @@ def test_kill_9_loses_nothing_and_the_same_command_resumes(tmp_path):
     assert rows(path, "PRAGMA integrity_check") == [("ok",)]
 
 
-def test_ctrl_c_stops_after_the_trial_and_keeps_everything(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_stops_after_the_trial_and_keeps_everything(tmp_path, stop):
     path = tmp_path / "tune.db"
     process = _start_search(path, 400)
     _wait_for_trials(path, 5)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(stop)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
     assert "Traceback" not in err and "saved" in err

@@ -8,7 +8,7 @@ from autotune.families.conv2d import Conv2DProblem
 from autotune.families.conv2d.render import generate
 from autotune.outcomes import Status
 from autotune.worker import Worker
-from tests.conftest import FAST
+from tests.conftest import FAST, ROOT
 
 PROBLEM = Conv2DProblem(filter_width=5, out_width=45, out_height=33, seed=3)
 
@@ -128,3 +128,45 @@ def test_compile_that_does_not_end_times_out_and_the_next_variant_runs():
         m = worker.measure(slow, PROBLEM, FAST)
         assert m.status is Status.TIMEOUT, m
         assert worker.measure(generate({"work_y": 4}, 5), PROBLEM, FAST).status is Status.OK
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie waiting to be reaped (it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_worker_dies_with_its_parent_even_inside_a_kernel_that_never_returns():
+    """The parent killed by SIGKILL (no handler runs) while its worker runs an endless
+    kernel: the worker, in a session of its own, must not live on as an orphan."""
+    import subprocess
+    import sys
+    import time
+
+    script = """
+import dataclasses, sys
+from autotune.families.conv2d import Conv2DProblem
+from autotune.families.conv2d.render import generate
+from autotune.worker import Worker
+from tests.conftest import FAST
+variant = generate({"filter_mode": "define", "work_x": 2}, 5)
+hang = dataclasses.replace(variant, source=variant.source.replace(
+    "const int lx", "while (out_width > 0) { output[0] += 1.0f; }\\n    const int lx", 1))
+with Worker(0, timeout_s=600) as worker:
+    worker.measure(variant, Conv2DProblem(5, 45, 33), FAST)
+    print(worker._process.pid, flush=True)
+    worker.measure(hang, Conv2DProblem(5, 45, 33), FAST)
+"""
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    worker_pid = int(parent.stdout.readline())
+    time.sleep(2)  # inside the endless kernel by now
+    assert not _gone(worker_pid)
+    parent.kill()
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while not _gone(worker_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _gone(worker_pid), "the worker outlived its parent"

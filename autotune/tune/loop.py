@@ -46,7 +46,8 @@ class Budget:
 
 
 class StopFlag:
-    """Ctrl-C once: finish the current trial, then stop. Twice: stop now."""
+    """Ctrl-C (or SIGTERM) once: finish the current trial, then stop, the run marked
+    interrupted. Twice: stop now."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -59,14 +60,15 @@ class StopFlag:
             self.requested = True
 
         try:
-            previous = signal.signal(signal.SIGINT, handler)
+            previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
         except ValueError:  # not the main thread: no signal handling
             yield self
             return
         try:
             yield self
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for number, earlier in previous.items():
+                signal.signal(number, earlier)
 
 
 Listener = Callable[[str, dict[str, Any]], None]

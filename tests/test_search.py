@@ -80,6 +80,9 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
 
     history = cli_json("history", "--db", db_url(path))["runs"]
     assert len(history) == 1 and history[0]["status"] == "finished"
+    # the trials the search reported, re-timings apart
+    assert history[0]["trials"] == sum(r["trials"] for r in summary["results"])
+    assert history[0]["retimings"] > 0
     assert history[0]["problems"] == ["F=3", "F=4"] and history[0]["family"] == "conv2d"
     trials = cli_json("show", str(history[0]["run_id"]), "--db", db_url(path))["trials"]
     assert {t["origin"] for t in trials} >= {"preset", "retime"}
@@ -715,3 +718,30 @@ def test_times_of_another_kernel_are_measured_again(tmp_path):
     again = rows(path, measured, 3)
     assert first <= {key for key, _ in again}
     assert all(len(sha) == 64 for _, sha in again)
+
+
+def test_a_seed_that_wins_is_weighed_as_the_best_is(tmp_path):
+    """The summary's "vs baseline" compares like with like: where the baseline preset is
+    the best kernel, the ratio is 1, however its re-timing rows scatter."""
+    from autotune.store import Store
+    from autotune.tune.ledger import Ledger
+    from autotune.tune.summary import ProblemResult, summarise
+
+    path = tmp_path / "tune.db"
+    cli_json("search", *SMALL, "-f", "3", "--trials", "8", "--sampler", "random", "--db", db_url(path))
+    store = Store(db_url(path))
+    try:
+        ((best, device, problem_row),) = store.best()
+        problem = CONV2D.problem(problem_row.fields)
+        ledger = Ledger(store, CONV2D, problem, device.id, problem_row.id, run_id=1)
+        baseline = CONV2D.space.presets["baseline"].config
+        first = next(
+            t for t in ledger.ok_first() if CONV2D.read_config(t.config) == baseline and t.origin == "preset"
+        )
+        # the baseline made the best, at a median above its fastest measurement
+        store.set_best(device.id, problem_row.id, first, first.time_ms * 1.8)
+        result = summarise(ledger, ProblemResult(problem, "F=3"))
+        assert result.best_config == baseline
+        assert result.baseline_ms == result.best_ms == pytest.approx(first.time_ms * 1.8)
+    finally:
+        store.close()

@@ -211,11 +211,15 @@ def best(
 def history(db_url: str | None, as_json: bool) -> None:
     """Past search runs."""
     from autotune.families import get_family
+    from autotune.outcomes import Origin, Status
 
     store = open_store(db_url, read_only=True)
     records = []
     for run, device in store.runs():
-        trials = store.trials(run_id=run.id)
+        every = store.trials(run_id=run.id)
+        # what `search` counts: points measured (or answered from the database), not
+        # the re-timings of the top few nor points rejected before compiling
+        trials = [t for t in every if t.origin != Origin.RETIME and t.status != Status.INVALID]
         family = get_family(run.family)
         problems = [family.problem(key) for key in run.problem_keys]
         records.append(
@@ -234,6 +238,7 @@ def history(db_url: str | None, as_json: bool) -> None:
                 "finished_at": run.finished_at and run.finished_at.isoformat(),
                 "trials": len(trials),
                 "ok": sum(t.status == "ok" for t in trials),
+                "retimings": sum(t.origin == Origin.RETIME for t in every),
                 "tool_version": run.tool_version,
             }
         )

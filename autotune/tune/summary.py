@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from autotune.families import Problem
-from autotune.outcomes import Status
+from autotune.outcomes import Origin, Status
 from autotune.space import Config
 from autotune.store import config_key
 from autotune.tune.ledger import Ledger
@@ -56,12 +56,19 @@ def summarise(ledger: Ledger, result: ProblemResult, baseline_preset: str = "bas
                 top.time_ms,
                 family.read_config(top.config) or _stored(top.config),
             )
+    # Seed kernels are weighed as the best is: the best's own time where a seed won,
+    # else the seed's first measurement (re-timing rows are left out: a minimum over
+    # more rows than the best had would flatter the seed).
     presets = {config_key(p.config): name for name, p in family.space.presets.items()}
+    best_key = config_key(result.best_config) if result.best_config is not None else None
     seed_times: dict[str, float] = {}
     for key, t in ledger.measurements():
         if t.status == Status.OK and key in presets and t.time_ms is not None:
             name = presets[key]
-            seed_times[name] = min(seed_times.get(name, float("inf")), t.time_ms)
+            if key == best_key and result.best_ms is not None:
+                seed_times[name] = result.best_ms
+            elif Origin(t.origin).first_measurement:
+                seed_times[name] = min(seed_times.get(name, float("inf")), t.time_ms)
     result.baseline_ms = seed_times.get(baseline_preset)
     if seed_times:
         result.best_seed_preset, result.best_seed_ms = min(seed_times.items(), key=lambda kv: kv[1])

@@ -305,23 +305,47 @@ def convolve(
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
-    data = {"input": image}
-    if family is SEPARABLE:
-        data["row_taps"], data["column_taps"] = values
-    else:
-        data["filter"] = filt
+    taps = (
+        dict(zip(("row_taps", "column_taps"), values, strict=True))
+        if family is SEPARABLE
+        else {"filter": filt}
+    )
     mf = cl.mem_flags
-    buffers = {
-        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
-        for name, array in data.items()
+    tap_buffers = {
+        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for name, a in taps.items()
     }
     output = np.empty(choice.problem.output_shape, dtype=np.float32)
-    buffers["output"] = cl.Buffer(context, mf.WRITE_ONLY, size=output.nbytes)
-    with _lock:
-        kernel.set_args(*family.arguments(variant, choice.problem, buffers))
-        cl.enqueue_nd_range_kernel(
-            queue, kernel, family.global_size(variant, choice.problem), variant.local_size
-        )
-    cl.enqueue_copy(queue, output, buffers["output"])
-    queue.finish()
+    # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of
+    # rows, each overlapping the next by F - 1 input rows.
+    for first, rows in _bands(image.shape, width):
+        band = dataclasses.replace(choice.problem, out_height=rows)
+        buffers = {
+            **tap_buffers,
+            "input": cl.Buffer(
+                context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image[first : first + rows + width - 1]
+            ),
+            "output": cl.Buffer(context, mf.WRITE_ONLY, size=rows * output.shape[1] * 4),
+        }
+        with _lock:
+            kernel.set_args(*family.arguments(variant, band, buffers))
+            global_size = family.global_size(variant, band)
+            cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
+        cl.enqueue_copy(queue, output[first : first + rows], buffers["output"])
+        queue.finish()
     return output
+
+
+MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach
+
+
+def _bands(image_shape: tuple[int, int], width: int) -> list[tuple[int, int]]:
+    """(first output row, output rows) of each launch: one for an image whose values
+    int indices reach, else bands whose input rows (with F - 1 of overlap) do."""
+    in_height, in_width = image_shape
+    out_height = in_height - width + 1
+    rows = min(out_height, MAX_INDEXED // in_width - (width - 1))
+    if rows < 1:
+        raise ValueError(
+            f"an image row of {in_width} values with a {width}-wide filter is more than one kernel can index"
+        )
+    return [(first, min(rows, out_height - first)) for first in range(0, out_height, rows)]

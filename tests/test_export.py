@@ -465,3 +465,22 @@ def test_every_json_output_is_one_envelope(tuned_db, tmp_path):
         assert "time_ms" in record and not {"best_ms", "ms"} & set(record)
     assert convolved["shape"] == [18, 28] and (tmp_path / "o.npy").exists()
     assert sorted(Path(p).name for p in exported["written"])[:2] == ["autotune_kernels.h", "convolve_f3.cl"]
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "separable"])
+def test_images_past_int_indexing_run_in_bands(monkeypatch, tmp_path, algorithm):
+    """Kernels index with 32-bit ints, so 2^31 values or more run as bands of rows that
+    overlap by F - 1. Here the limit is lowered to 1500 values so a small image takes
+    several bands (the H200 run of a 46400 x 46402 image is in RELIABILITY.md)."""
+    from autotune import runtime
+
+    monkeypatch.setattr(runtime, "MAX_INDEXED", 1500)
+    rng = np.random.default_rng(7)
+    image = rng.uniform(-1, 1, (97, 61)).astype(np.float32)
+    taps = np.exp(-((np.arange(5) - 2.0) ** 2) / 3)
+    filt = np.outer(taps, taps).astype(np.float32)
+    assert len(runtime._bands(image.shape, 5)) > 3
+    got = autotune.convolve(image, filt, algorithm=algorithm, db=f"sqlite:///{tmp_path / 'none.db'}")
+    np.testing.assert_allclose(got, scipy_valid(image, filt), rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="more than one kernel can index"):
+        autotune.convolve(np.zeros((8, 2000), np.float32), filt, db=f"sqlite:///{tmp_path / 'none.db'}")

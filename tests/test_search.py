@@ -745,3 +745,42 @@ def test_a_seed_that_wins_is_weighed_as_the_best_is(tmp_path):
         assert result.baseline_ms == result.best_ms == pytest.approx(first.time_ms * 1.8)
     finally:
         store.close()
+
+
+def test_a_second_identical_search_never_measures_the_running_one(tmp_path):
+    """The run is leased to the process measuring it: the same command started again
+    says who holds it and measures nothing; once the holder is gone it resumes."""
+    path = tmp_path / "tune.db"
+    first = _start_search(path, 400)
+    try:
+        _wait_for_trials(path, 3)
+        second = _start_search(path, 400)
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == 1, err
+        assert "run 1 is this same search, being measured now by" in err and "--fresh" in err
+        owners = rows(path, "SELECT owner FROM autotune_runs")
+        assert owners == [(f"{os.uname().nodename}:{first.pid}",)]
+        assert rows(path, "SELECT COUNT(*) FROM autotune_runs") == [(1,)]
+        assert {run for (run,) in rows(path, "SELECT DISTINCT run_id FROM autotune_trials")} == {1}
+        measured = rows(
+            path, "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin != 'retime' GROUP BY 1"
+        )
+        assert all(count == 1 for _, count in measured)  # no point measured twice
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    # the holder is gone (killed, its lease unreleased): the same command takes the run over
+    result = run_cli(
+        "search", *SMALL, "-f", "3", "--trials", "20", "--sampler", "random", "--db", db_url(path)
+    )
+    assert result.returncode == 0 and "resuming run" not in result.stderr  # another key: 20 trials
+    resumed = _start_search(path, 400)
+    deadline = time.monotonic() + 120
+    while rows(path, "SELECT owner FROM autotune_runs WHERE id = 1") != [
+        (f"{os.uname().nodename}:{resumed.pid}",)
+    ]:
+        assert time.monotonic() < deadline and resumed.poll() is None, "the run was not taken over"
+        time.sleep(0.2)
+    resumed.send_signal(signal.SIGINT)
+    _, err = resumed.communicate(timeout=120)
+    assert "resuming run 1" in err, err

@@ -8,9 +8,11 @@ databases up to date when they are opened.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
+import socket
 import sqlite3
 import time
 import urllib.parse
@@ -52,6 +54,8 @@ __all__ = [
     "Trial",
     "config_key",
     "default_url",
+    "lease_owner",
+    "now",
     "sqlite_file",
     "problem_key",
 ]
@@ -346,6 +350,39 @@ class Store:
             assert run is not None
             run.status = status
             run.finished_at = now() if status != "running" else None
+            if status != "running":
+                run.owner = None  # the lease ends with the search
+
+    def claim_run(self, run_id: int, owner: str, stale_s: float) -> Run | None:
+        """Take a run for `owner` unless another live process holds it: None then, with
+        the run as it stands (who holds it) left for the caller to report. A holder is
+        gone when its heartbeat is older than `stale_s`, or it was a process of this
+        host that no longer exists. Compare-and-swap on the owner and heartbeat read,
+        so two processes never both take it."""
+        with self.session() as s:
+            run = s.get(Run, run_id)
+            assert run is not None
+            held_by, beat = run.owner, run.heartbeat_at
+        if held_by not in (None, owner) and not _lease_gone(held_by, beat, stale_s):
+            return run
+        with self.session() as s:
+            claimed = s.execute(
+                sa.update(Run)
+                .where(Run.id == run_id, _same(Run.owner, held_by), _same(Run.heartbeat_at, beat))
+                .values(owner=owner, heartbeat_at=now(), status="running", finished_at=None)
+            ).rowcount
+        if claimed != 1:
+            with self.session() as s:
+                return s.get(Run, run_id)
+        return None
+
+    def heartbeat(self, run_id: int, owner: str) -> bool:
+        """Renew `owner`'s lease on a run; False if it is no longer `owner`'s."""
+        with self.session() as s:
+            renewed = s.execute(
+                sa.update(Run).where(Run.id == run_id, Run.owner == owner).values(heartbeat_at=now())
+            ).rowcount
+        return renewed == 1
 
     def add_trial(self, **fields: Any) -> Trial:
         fields.setdefault("created_at", now())
@@ -430,3 +467,28 @@ class Store:
         """The row of a device with this fingerprint; None if it never was tuned."""
         with self.session() as s:
             return s.scalar(sa.select(Device).filter_by(**fingerprint))
+
+
+def lease_owner() -> str:
+    """This process, as a run's lease names it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _same(column: Any, value: Any) -> Any:
+    return column.is_(None) if value is None else column == value
+
+
+def _lease_gone(owner: str, heartbeat_at: dt.datetime | None, stale_s: float) -> bool:
+    """Whether the process holding a lease is gone: silent for `stale_s`, or a process of
+    this host that no longer exists."""
+    if heartbeat_at is None or (now() - heartbeat_at).total_seconds() > stale_s:
+        return True
+    host, _, pid = owner.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+    return False

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 VERSION_TABLE = "autotune_alembic_version"
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 
 
 def now() -> dt.datetime:
@@ -78,6 +78,10 @@ class Run(Base):
     started_at: Mapped[dt.datetime]
     finished_at: Mapped[dt.datetime | None]
     tool_version: Mapped[str] = mapped_column(sa.String(40))
+    # Who is searching it now ("host:pid") and when that process last said so: a run
+    # is measured by one process at a time.
+    owner: Mapped[str | None] = mapped_column(sa.String(300), nullable=True)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     @property
     def problem_keys(self) -> list[dict[str, Any]]:

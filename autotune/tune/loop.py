@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -31,7 +32,7 @@ from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
 from autotune.search import DEFAULT_SAMPLER, Search
 from autotune.space import Config
-from autotune.store import Store, config_key
+from autotune.store import Store, config_key, lease_owner, now
 from autotune.tune.ledger import Ledger
 from autotune.tune.retime import cross_check, retime
 from autotune.tune.summary import ProblemResult, summarise
@@ -69,6 +70,36 @@ class StopFlag:
         finally:
             for number, earlier in previous.items():
                 signal.signal(number, earlier)
+
+
+# A run is measured by one process: it renews its lease every HEARTBEAT_S; another
+# process takes the run over once the lease is LEASE_STALE_S old (at once when the
+# holder was a process of this host that is gone).
+HEARTBEAT_S = 10.0
+LEASE_STALE_S = 120.0
+
+
+class _Heartbeat:
+    """Renews a run's lease from a thread while the search runs: a kernel that takes
+    minutes must not let the lease lapse."""
+
+    def __init__(self, store: Store, run_id: int, owner: str) -> None:
+        self.store, self.run_id, self.owner = store, run_id, owner
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="run-heartbeat", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._done.wait(HEARTBEAT_S):
+            with contextlib.suppress(AutotuneError):
+                self.store.heartbeat(self.run_id, self.owner)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -130,6 +161,7 @@ class Tuner:
         self.device_id: int | None = None
         self.evaluator = evaluator
         self.warm_start = warm_start
+        self.owner = lease_owner()
 
     # -- the run ----------------------------------------------------------------
 
@@ -157,10 +189,19 @@ class Tuner:
             self.listener("run", {"run_id": self.run_id, "resumed": False, "finished": True})
             return False
         if previous is not None:
+            held = self.store.claim_run(previous.id, self.owner, LEASE_STALE_S)
+            if held is not None:
+                since = (now() - held.heartbeat_at).total_seconds() if held.heartbeat_at else None
+                beat = f", heard from {since:.0f} s ago" if since is not None else ""
+                raise AutotuneError(
+                    f"run {held.id} is this same search, being measured now by {held.owner}{beat}: "
+                    "wait for it (the same command then reports it), or use --fresh for a run of your own"
+                )
             self.run_id, self.resumed = previous.id, True
-            self.store.set_run_status(previous.id, "running")
         else:
             self.run_id = self.store.start_run(
+                owner=self.owner,
+                heartbeat_at=now(),
                 device_id=self.device_id,
                 key=key,
                 family=self.family.name,
@@ -186,6 +227,7 @@ class Tuner:
                 compilers = 0 if self.device.is_cpu or self.evaluator is not None else default_compilers()
             measuring = self.evaluator or Evaluator(self.device_index, self.family, policy=self.policy)
             with (
+                _Heartbeat(self.store, self.run_id, self.owner),
                 self.stop.installed(),
                 measuring as evaluator,
                 CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,

@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from autotune.convolver import Convolver  # noqa: E402
 from autotune.runtime import convolve, plan  # noqa: E402
 
-__all__ = ["convolve", "plan", "__version__"]
+__all__ = ["Convolver", "convolve", "plan", "__version__"]

@@ -255,6 +255,31 @@ def _plan(
     return dataclasses.replace(separable, reason=reason, compared=times), terms
 
 
+def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: A002
+    """The taps a kernel correlates with (flipped for a true convolution), checked."""
+    filt = _as_image("filter", filter)
+    if filt.shape[0] != filt.shape[1]:
+        raise ValueError(f"filter must be square, got shape {filt.shape}")
+    if mode not in ("valid", "same"):
+        raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
+    return np.ascontiguousarray(filt[::-1, ::-1]) if flip else filt
+
+
+def same_padding(width: int, flip: bool) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Zero rows and columns before and after an image for mode="same". scipy.ndimage
+    centres a filter of even width F on its tap F/2, and a flipped one
+    (ndimage.convolve) on tap F/2 of the unflipped filter: after the flip, tap F/2 - 1.
+    For odd widths both are the middle tap."""
+    before = (width - 1) // 2 if flip else width // 2
+    after = width - 1 - before
+    return ((before, after), (before, after))
+
+
+def check_image_shape(shape: tuple[int, ...], width: int) -> None:
+    if shape[0] < width or shape[1] < width:
+        raise ValueError(f"image {shape} is smaller than the {width}x{width} filter ('valid' mode)")
+
+
 def convolve(
     image: Any,
     filter: Any,  # noqa: A002 - the name users expect
@@ -278,23 +303,11 @@ def convolve(
     "direct" or "separable" decide (see `plan`).
     """
     image = _as_image("image", image)
-    filt = _as_image("filter", filter)
-    if filt.shape[0] != filt.shape[1]:
-        raise ValueError(f"filter must be square, got shape {filt.shape}")
-    if mode not in ("valid", "same"):
-        raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
+    filt = prepared_filter(filter, mode, flip)
     width = filt.shape[0]
-    if flip:
-        filt = np.ascontiguousarray(filt[::-1, ::-1])
     if mode == "same":
-        # scipy.ndimage centres a filter of even width F on its tap F/2, and a flipped
-        # one (ndimage.convolve) on tap F/2 of the unflipped filter: after the flip,
-        # tap F/2 - 1. For odd widths both are the middle tap.
-        before = (width - 1) // 2 if flip else width // 2
-        after = width - 1 - before
-        image = np.pad(image, ((before, after), (before, after)))
-    if image.shape[0] < width or image.shape[1] < width:
-        raise ValueError(f"image {image.shape} is smaller than the {width}x{width} filter ('valid' mode)")
+        image = np.pad(image, same_padding(width, flip))
+    check_image_shape(image.shape, width)
     device_index = _check_options(device, db)
 
     import pyopencl as cl

@@ -1,0 +1,91 @@
+"""A Convolver is `convolve()` set up once: the same answers from NumPy arrays and from
+device arrays, clear errors for arrays it cannot take, and its kernel fixed when built."""
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+import pytest
+
+import autotune
+from tests.conftest import cli_json
+
+RNG = np.random.default_rng(11)
+IMAGE = RNG.uniform(-1, 1, (45, 62)).astype(np.float32)
+FULL_RANK = RNG.uniform(-1, 1, (5, 5)).astype(np.float32)
+RANK_ONE = np.outer(np.hanning(7) + 0.1, np.hanning(7) + 0.1).astype(np.float32)
+
+
+@pytest.fixture
+def db(tmp_path):
+    return f"sqlite:///{tmp_path / 'none.db'}"
+
+
+@pytest.mark.parametrize("algorithm,filt", [("direct", FULL_RANK), ("separable", RANK_ONE)])
+@pytest.mark.parametrize("mode,flip", [("valid", False), ("same", False), ("same", True), ("valid", True)])
+def test_host_calls_answer_as_convolve_does(db, algorithm, filt, mode, flip):
+    convolver = autotune.Convolver(IMAGE.shape, filt, mode=mode, flip=flip, algorithm=algorithm, db=db)
+    expected = autotune.convolve(IMAGE, filt, mode=mode, flip=flip, algorithm=algorithm, db=db)
+    assert convolver.plan.algorithm == algorithm
+    for _ in range(2):  # buffers reused
+        np.testing.assert_array_equal(convolver(IMAGE), expected)
+    out = np.empty_like(expected)
+    assert convolver(IMAGE, out=out) is out
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("algorithm,filt", [("direct", FULL_RANK), ("separable", RANK_ONE)])
+def test_device_arrays_in_and_out_chain_on_the_queue(db, algorithm, filt):
+    convolver = autotune.Convolver(IMAGE.shape, filt, algorithm=algorithm, db=db)
+    expected = convolver(IMAGE)
+    images = [cl_array.to_device(convolver.queue, IMAGE * k) for k in (1.0, 2.0, -1.0)]
+    outs = [convolver(image, wait=False) for image in images]  # queued, not waited for
+    for k, out in zip((1.0, 2.0, -1.0), outs, strict=True):
+        assert isinstance(out, cl_array.Array) and out.shape == expected.shape
+        np.testing.assert_allclose(out.get(), expected * k, rtol=0, atol=1e-5)
+    reused = outs[0]
+    assert convolver(images[1], out=reused) is reused
+    np.testing.assert_allclose(reused.get(), expected * 2, rtol=0, atol=1e-5)
+
+
+def test_arrays_it_cannot_take_are_clear_errors(db):
+    convolver = autotune.Convolver(IMAGE.shape, FULL_RANK, db=db)
+    queue = convolver.queue
+    with pytest.raises(ValueError, match="images of shape"):
+        convolver(IMAGE[:40])
+    with pytest.raises(ValueError, match="out must be a float32 NumPy array of shape"):
+        convolver(IMAGE, out=np.empty((3, 3), np.float32))
+    with pytest.raises(ValueError, match="out must be a float32 NumPy array"):
+        convolver(IMAGE, out=np.empty(convolver.output_shape, np.float64))
+    device_image = cl_array.to_device(queue, IMAGE)
+    with pytest.raises(TypeError, match="float32"):
+        convolver(cl_array.to_device(queue, IMAGE.astype(np.float64)))
+    with pytest.raises(ValueError, match="must have shape"):
+        convolver(device_image, out=cl_array.empty(queue, (2, 2), np.float32))
+    with pytest.raises(TypeError, match="pyopencl Array"):
+        convolver(device_image, out=np.empty(convolver.output_shape, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        wide = cl_array.to_device(queue, np.zeros((45, 124), np.float32))
+        convolver(wide[:, ::2])
+    other = cl.CommandQueue(cl.Context([queue.device]))
+    with pytest.raises(ValueError, match="another OpenCL context"):
+        convolver(cl_array.to_device(other, IMAGE))
+    same = autotune.Convolver(IMAGE.shape, FULL_RANK, mode="same", db=db)
+    with pytest.raises(ValueError, match='mode="valid"'):
+        same(cl_array.to_device(same.queue, IMAGE))
+    with pytest.raises(ValueError, match="image_shape"):
+        autotune.Convolver((45,), FULL_RANK, db=db)
+    with pytest.raises(ValueError, match="smaller than"):
+        autotune.Convolver((3, 3), FULL_RANK, db=db)
+
+
+def test_its_kernel_is_fixed_when_built(tmp_path):
+    """A Convolver keeps the kernel it was built with; one built after the database
+    gained a tuned kernel uses that one."""
+    db = f"sqlite:///{tmp_path / 'tuned.db'}"
+    image = RNG.uniform(-1, 1, (28, 44)).astype(np.float32)  # a 40x24 'valid' output for F=5
+    before = autotune.Convolver(image.shape, FULL_RANK, db=db)
+    assert before.plan.level == "default"
+    cli_json("search", "-d", "0", "-f", "5", "-s", "40x24", "--trials", "4", "--db", db)
+    after = autotune.Convolver(image.shape, FULL_RANK, db=db)
+    assert after.plan.level == "exact" and before.plan.level == "default"
+    np.testing.assert_allclose(after(image), before(image), rtol=0, atol=1e-5)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune import runtime
+import autotune.runtime as runtime
 from autotune.families import get_family
 from autotune.families.separable import SEPARABLE
 from autotune.lookup import Choice

@@ -8,27 +8,30 @@ databases up to date when they are opened.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import random
-import socket
-import sqlite3
-import time
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import StaticPool
 
 from autotune.errors import AutotuneError, UsageError
+from autotune.store.engine import (
+    check_url,
+    connect_read_only,
+    default_url,
+    peek_revision,
+    retry_locked,
+    sqlite_file,
+    sqlite_pragmas,
+    upgraded_copy,
+)
+from autotune.store.lease import lease_gone, lease_owner, same
 from autotune.store.migrate import check_revision, current_revision, upgrade
 from autotune.store.models import (
     SCHEMA_HEAD,
@@ -61,123 +64,6 @@ __all__ = [
 ]
 
 
-def default_url() -> str:
-    if os.environ.get("AUTOTUNE_DB"):
-        return os.environ["AUTOTUNE_DB"]
-    from platformdirs import user_data_dir
-
-    return f"sqlite:///{Path(user_data_dir('autotune')) / 'autotune.db'}"
-
-
-def _retry_locked(action: Any, seconds: float = 60.0) -> Any:
-    """Run `action`, retrying while SQLite says the database is locked."""
-    deadline = time.monotonic() + seconds
-    delay = 0.05
-    while True:
-        try:
-            return action()
-        except Exception as exc:  # sqlite3 or SQLAlchemy's wrapper of it
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(delay + random.random() * delay)
-        delay = min(delay * 2, 1.0)
-
-
-def _sqlite_pragmas(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let us issue BEGIN ourselves: IMMEDIATE takes the write lock up front, so two
-        # writers wait for each other (busy_timeout) instead of failing with "locked".
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout = 60000")
-        # Switching a new file to WAL needs a lock that SQLite does not wait for when
-        # another process is creating the same file: retry instead.
-        _retry_locked(lambda: cursor.execute("PRAGMA journal_mode = WAL"))
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _parse(url: str) -> sa.URL:
-    try:
-        return sa.make_url(url)
-    except ArgumentError:
-        raise UsageError(f"not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
-
-
-def sqlite_file(url: str) -> Path | None:
-    """The file behind an SQLite URL; None for other databases and in-memory ones."""
-    parsed = _parse(url)
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return None
-    return None if database.startswith("file:") else Path(database)
-
-
-def _check_url(url: str) -> sa.URL:
-    path = sqlite_file(url)
-    if path is not None:
-        if path.exists() and path.is_dir():
-            raise UsageError(f"--db points at a directory: {path}")
-        if path.exists() and path.stat().st_size:
-            with open(path, "rb") as f:
-                if f.read(16) != b"SQLite format 3\x00":
-                    raise UsageError(f"{path} is not an SQLite database")
-    return _parse(url)
-
-
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """An SQLite connection that cannot change the database: it never creates the file
-    (`mode=rw` fails on a missing one), never changes its journal mode, and
-    `query_only` refuses every write. Not `mode=ro`: on a WAL database that would leave
-    -wal and -shm files behind that only a writer removes."""
-    connection = sqlite3.connect(
-        f"file:{urllib.parse.quote(str(path.resolve()))}?mode=rw", uri=True, check_same_thread=False
-    )
-    connection.execute("PRAGMA query_only = ON")
-    connection.execute("PRAGMA busy_timeout = 60000")
-    return connection
-
-
-def _peek_revision(path: Path) -> str | None:
-    """The schema revision of an SQLite file, read without writing anything."""
-    connection = _connect_read_only(path)
-    try:
-        tables = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
-        ).fetchone()
-        if tables is None:
-            return None
-        row = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-        return row[0] if row else None
-    except sqlite3.DatabaseError as exc:
-        raise UsageError(f"cannot read the database {path}: {exc}") from None
-    finally:
-        connection.close()
-
-
-def _upgraded_copy(path: Path) -> Engine:
-    """The database of an older schema, copied into memory and upgraded there: reads
-    answer as after an upgrade while the file stays as its release left it."""
-    memory = sqlite3.connect(":memory:", check_same_thread=False)
-    source = _connect_read_only(path)
-    try:
-        source.backup(memory)
-    except sqlite3.DatabaseError as exc:
-        raise UsageError(f"cannot read the database {path}: {exc}") from None
-    finally:
-        source.close()
-    engine = sa.create_engine("sqlite://", creator=lambda: memory, poolclass=StaticPool)
-    _sqlite_pragmas(engine)
-    upgrade(engine)
-    return engine
-
-
 class Store:
     """Open (and create or upgrade) the database; every write is a short transaction.
 
@@ -193,7 +79,7 @@ class Store:
         self.read_only = read_only
         self.schema = SCHEMA_HEAD
         self.schema_found: str | None = None  # the schema the database had when opened
-        parsed = _check_url(self.url)
+        parsed = check_url(self.url)
         path = sqlite_file(self.url)
         if read_only:
             self.engine = self._open_read_only(parsed, path)
@@ -202,7 +88,7 @@ class Store:
         if must_exist and path is not None:
             if not path.exists():
                 raise UsageError(f"no database at {path} (check --db)")
-            if _peek_revision(path) is None:
+            if peek_revision(path) is None:
                 raise UsageError(f"{path} is not an autotune database (it has no autotune tables)")
         if path is not None:
             try:
@@ -215,15 +101,15 @@ class Store:
                 raise UsageError(f"the database {path} is read-only")
             if path.exists() and path.stat().st_size:
                 # Refuse a newer schema before anything (the WAL switch included) touches the file.
-                check_revision(_peek_revision(path))
+                check_revision(peek_revision(path))
         try:
             self.engine = sa.create_engine(parsed)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
             raise UsageError(f"unsupported database URL {self.url!r}: {exc}") from None
         if parsed.get_backend_name() == "sqlite":
-            _sqlite_pragmas(self.engine)
+            sqlite_pragmas(self.engine)
         try:
-            _retry_locked(self._migrate)
+            retry_locked(self._migrate)
         except (OperationalError, DatabaseError) as exc:
             raise UsageError(f"cannot use the database {self.url}: {exc.orig or exc}") from None
         self._file = self._identity()
@@ -233,13 +119,13 @@ class Store:
             raise UsageError(f"no database at {path} (check --db, or run `autotune search` to create one)")
         try:
             if path is not None:
-                engine = sa.create_engine("sqlite://", creator=lambda: _connect_read_only(path))
+                engine = sa.create_engine("sqlite://", creator=lambda: connect_read_only(path))
             else:
                 engine = sa.create_engine(parsed)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
             raise UsageError(f"unsupported database URL {self.url!r}: {exc}") from None
         try:
-            revision = _retry_locked(lambda: current_revision(engine))
+            revision = retry_locked(lambda: current_revision(engine))
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
             raise UsageError(f"cannot read the database {self.url}: {exc.orig or exc}") from None
@@ -265,7 +151,7 @@ class Store:
                 "run `autotune upgrade --db URL` once to bring it to this release"
             )
         engine.dispose()
-        return _upgraded_copy(path)
+        return upgraded_copy(path)
 
     def _identity(self) -> tuple[Path, int, int] | None:
         """The SQLite file's (path, device, inode), to notice it vanish under us."""
@@ -363,12 +249,12 @@ class Store:
             run = s.get(Run, run_id)
             assert run is not None
             held_by, beat = run.owner, run.heartbeat_at
-        if held_by not in (None, owner) and not _lease_gone(held_by, beat, stale_s):
+        if held_by not in (None, owner) and not lease_gone(held_by, beat, stale_s):
             return run
         with self.session() as s:
             claimed = s.execute(
                 sa.update(Run)
-                .where(Run.id == run_id, _same(Run.owner, held_by), _same(Run.heartbeat_at, beat))
+                .where(Run.id == run_id, same(Run.owner, held_by), same(Run.heartbeat_at, beat))
                 .values(owner=owner, heartbeat_at=now(), status="running", finished_at=None)
             ).rowcount
         if claimed != 1:
@@ -467,28 +353,3 @@ class Store:
         """The row of a device with this fingerprint; None if it never was tuned."""
         with self.session() as s:
             return s.scalar(sa.select(Device).filter_by(**fingerprint))
-
-
-def lease_owner() -> str:
-    """This process, as a run's lease names it."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _same(column: Any, value: Any) -> Any:
-    return column.is_(None) if value is None else column == value
-
-
-def _lease_gone(owner: str, heartbeat_at: dt.datetime | None, stale_s: float) -> bool:
-    """Whether the process holding a lease is gone: silent for `stale_s`, or a process of
-    this host that no longer exists."""
-    if heartbeat_at is None or (now() - heartbeat_at).total_seconds() > stale_s:
-        return True
-    host, _, pid = owner.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-    return False

@@ -67,3 +67,25 @@ def test_convolve_command_takes_a_named_filter(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, rtol=0, atol=1e-5)
     unknown = run_cli("convolve", str(tmp_path / "in.npy"), str(tmp_path / "x.npy"), "--filter", "blur:5")
     assert unknown.returncode == 2 and "named filters: gaussian:F" in unknown.stderr
+
+
+def test_convolve_command_filters_a_batch_into_a_folder(tmp_path):
+    rng = np.random.default_rng(5)
+    images = {"a.npy": (30, 40), "b.npy": (30, 40), "c.npy": (21, 17)}  # two shapes
+    for name, shape in images.items():
+        np.save(tmp_path / name, rng.uniform(-1, 1, shape).astype(np.float32))
+    out = tmp_path / "out"
+    inputs = [str(tmp_path / name) for name in images]
+    result = run_cli("convolve", *inputs, str(out), "--filter", "gaussian:5", "--json")
+    assert result.returncode == 0, result.stderr
+    gaussian = named_filter("gaussian:5").astype(np.float64)
+    for name in images:
+        image = np.load(tmp_path / name).astype(np.float64)
+        np.testing.assert_allclose(
+            np.load(out / name), signal.correlate2d(image, gaussian, "valid"), rtol=0, atol=1e-5
+        )
+    clash = tmp_path / "other"
+    clash.mkdir()
+    np.save(clash / "a.npy", np.zeros((9, 9), np.float32))
+    refused = run_cli("convolve", inputs[0], str(clash / "a.npy"), str(out), "--filter", "box:3")
+    assert refused.returncode == 2 and "share a name" in refused.stderr

@@ -247,8 +247,7 @@ def export(
 
 
 @click.command(name="convolve")
-@click.argument("input_path", metavar="IN", type=click.Path(dir_okay=False))
-@click.argument("output_path", metavar="OUT", type=click.Path(dir_okay=False))
+@click.argument("paths", metavar="IN... OUT", nargs=-1, required=True, type=click.Path())
 @click.option(
     "--filter",
     "filter_path",
@@ -263,8 +262,7 @@ def export(
 @db_option
 @json_option
 def convolve_command(
-    input_path: str,
-    output_path: str,
+    paths: tuple[str, ...],
     filter_path: str,
     device_index: int,
     mode: str,
@@ -272,25 +270,56 @@ def convolve_command(
     db_url: str | None,
     as_json: bool,
 ) -> None:
-    """Filter a NumPy .npy image with the best known kernel; writes OUT as .npy."""
+    """Filter NumPy .npy images with the best known kernel: IN OUT.npy for one, or
+    IN... DIR (written as DIR/<name>.npy, with a progress bar) for many."""
     import numpy as np
 
+    from autotune.cli.output import progress
+    from autotune.convolver import Convolver
     from autotune.devices import device_info
     from autotune.families.conv2d.inputs import load_filter, load_npy
     from autotune.runtime import convolve
 
-    arrays = [load_npy("IN", input_path), load_filter(filter_path)]
-    try:
-        result = convolve(arrays[0], arrays[1], device=device_index, mode=mode, db=db_url, flip=flip)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        # a temporary file renamed over OUT once complete: a failure leaves an earlier OUT intact
-        write_file(output_path, lambda f: np.save(f, result))
-    except OSError as exc:
-        raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
+    if len(paths) < 2:
+        raise UsageError("give the input .npy file(s) and then OUT (a .npy file, or a folder for several)")
+    inputs, target = paths[:-1], Path(paths[-1])
+    many = len(inputs) > 1 or target.is_dir()
+    if many:
+        names = [Path(p).name for p in inputs]
+        if len(set(names)) < len(names):
+            raise UsageError("input files share a name; their outputs in OUT would overwrite each other")
+        target.mkdir(parents=True, exist_ok=True)
+    outputs = [str(target / Path(p).name) if many else str(target) for p in inputs]
+    filt = load_filter(filter_path)
+    convolvers: dict[tuple[int, ...], Convolver] = {}  # one per image shape: set up once
+    written, shapes = [], []
+    with progress(as_json or not many) as bar:
+        task = bar.add_task("convolve", total=len(inputs))
+        for input_path, output_path in zip(inputs, outputs, strict=True):
+            image = load_npy("IN", input_path)
+            options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
+            try:
+                if not many:  # one image: as autotune.convolve (any size, in bands past int indexing)
+                    result = convolve(image, filt, **options)
+                else:
+                    if image.ndim != 2:
+                        raise ValueError(f"{input_path}: image must be 2-D, got shape {image.shape}")
+                    if image.shape not in convolvers:
+                        convolvers[image.shape] = Convolver(image.shape, filt, **options)
+                    result = convolvers[image.shape](image)
+            except (TypeError, ValueError) as exc:
+                raise UsageError(str(exc)) from None
+            try:
+                # a temporary file renamed over OUT once complete: a failure leaves an earlier OUT intact
+                write_file(output_path, lambda f, r=result: np.save(f, r))
+            except OSError as exc:
+                raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
+            written.append(output_path)
+            shapes.append(list(result.shape))
+            bar.advance(task)
     if as_json:
-        data = {"device": device_record(device_info(device_index)), "written": [output_path]}
-        emit("convolve", {**data, "shape": list(result.shape), "mode": mode, "flip": flip})
+        data = {"device": device_record(device_info(device_index)), "written": written}
+        emit("convolve", {**data, "shape": shapes[0] if not many else shapes, "mode": mode, "flip": flip})
         return
-    click.echo(f"wrote {output_path} ({result.shape[1]}x{result.shape[0]})")
+    for output_path, shape in zip(written, shapes, strict=True):
+        click.echo(f"wrote {output_path} ({shape[1]}x{shape[0]})")

@@ -325,7 +325,8 @@ def convolve(
     )
     mf = cl.mem_flags
     tap_buffers = {
-        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for name, a in taps.items()
+        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
+        for name, a in taps.items()
     }
     output = np.empty(choice.problem.output_shape, dtype=np.float32)
     # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of

@@ -5,6 +5,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 import pytest
+from scipy import signal
 
 import autotune
 from tests.conftest import cli_json
@@ -13,6 +14,8 @@ RNG = np.random.default_rng(11)
 IMAGE = RNG.uniform(-1, 1, (45, 62)).astype(np.float32)
 FULL_RANK = RNG.uniform(-1, 1, (5, 5)).astype(np.float32)
 RANK_ONE = np.outer(np.hanning(7) + 0.1, np.hanning(7) + 0.1).astype(np.float32)
+RANK_TWO = (RANK_ONE - 0.5 * np.outer(np.hanning(7) ** 2, np.linspace(-1, 1, 7))).astype(np.float32)
+FILTERS = [("direct", FULL_RANK), ("separable", RANK_ONE), ("separable", RANK_TWO)]
 
 
 @pytest.fixture
@@ -20,12 +23,18 @@ def db(tmp_path):
     return f"sqlite:///{tmp_path / 'none.db'}"
 
 
-@pytest.mark.parametrize("algorithm,filt", [("direct", FULL_RANK), ("separable", RANK_ONE)])
+@pytest.mark.parametrize("algorithm,filt", FILTERS, ids=["direct", "rank1", "rank2"])
 @pytest.mark.parametrize("mode,flip", [("valid", False), ("same", False), ("same", True), ("valid", True)])
 def test_host_calls_answer_as_convolve_does(db, algorithm, filt, mode, flip):
     convolver = autotune.Convolver(IMAGE.shape, filt, mode=mode, flip=flip, algorithm=algorithm, db=db)
     expected = autotune.convolve(IMAGE, filt, mode=mode, flip=flip, algorithm=algorithm, db=db)
     assert convolver.plan.algorithm == algorithm
+    taps = filt[::-1, ::-1] if flip else filt
+    padded = np.pad(IMAGE, autotune.runtime.same_padding(7 if filt is not FULL_RANK else 5, flip))
+    reference = signal.correlate2d(
+        (padded if mode == "same" else IMAGE).astype(np.float64), taps.astype(np.float64), "valid"
+    )
+    np.testing.assert_allclose(expected, reference, rtol=0, atol=1e-5)
     for _ in range(2):  # buffers reused
         np.testing.assert_array_equal(convolver(IMAGE), expected)
     out = np.empty_like(expected)
@@ -33,7 +42,7 @@ def test_host_calls_answer_as_convolve_does(db, algorithm, filt, mode, flip):
     np.testing.assert_array_equal(out, expected)
 
 
-@pytest.mark.parametrize("algorithm,filt", [("direct", FULL_RANK), ("separable", RANK_ONE)])
+@pytest.mark.parametrize("algorithm,filt", FILTERS, ids=["direct", "rank1", "rank2"])
 def test_device_arrays_in_and_out_chain_on_the_queue(db, algorithm, filt):
     convolver = autotune.Convolver(IMAGE.shape, filt, algorithm=algorithm, db=db)
     expected = convolver(IMAGE)

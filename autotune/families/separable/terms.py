@@ -30,5 +30,6 @@ def separable_terms(filt: np.ndarray, max_rank: int) -> tuple[np.ndarray, np.nda
         row_taps = (vt[:rank, :] * root[:, None]).astype(np.float32)
         approximation = np.einsum("kr,kc->rc", column_taps.astype(np.float64), row_taps.astype(np.float64))
         if float(np.abs(approximation - filt).sum()) <= allowed:
-            return row_taps, column_taps
+            # row-major, as kernels and buffers read them (the transpose above is not)
+            return np.ascontiguousarray(row_taps), np.ascontiguousarray(column_taps)
     return None

@@ -784,3 +784,60 @@ def test_a_second_identical_search_never_measures_the_running_one(tmp_path):
     resumed.send_signal(signal.SIGINT)
     _, err = resumed.communicate(timeout=120)
     assert "resuming run 1" in err, err
+
+
+def test_the_same_search_started_twice_at_once_opens_one_run(tmp_path):
+    path = tmp_path / "tune.db"
+    first, second = _start_search(path, 400), _start_search(path, 400)  # no run exists yet
+    try:
+        deadline = time.monotonic() + 120
+        while first.poll() is None and second.poll() is None:
+            assert time.monotonic() < deadline, "neither search gave way"
+            time.sleep(0.2)
+        refused, running = (first, second) if first.poll() is not None else (second, first)
+        _, err = refused.communicate(timeout=30)
+        assert refused.returncode == 1 and "being measured now by" in err, err
+        assert running.poll() is None
+        assert rows(path, "SELECT id, owner FROM autotune_runs") == [
+            (1, f"{os.uname().nodename}:{running.pid}")
+        ]
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+
+
+def test_a_process_that_lost_its_run_neither_renews_nor_ends_it(tmp_path, monkeypatch):
+    """A holder silent past the stale limit (suspended, say) finds the run taken over:
+    its heartbeat fails, its end is not recorded, and the heartbeat thread says so."""
+    from autotune.devices import device_info
+    from autotune.store import Store
+    from autotune.tune import loop
+
+    store = Store(db_url(tmp_path / "lease.db"))
+    try:
+        device_id = store.device_id(device_info(0))
+        fields = {"family": "conv2d", "problems": "[]", "sampler": "gp", "seed": 0}
+        fields |= {"trials_budget": 1, "time_budget_s": None, "tool_version": "test"}
+        run, state = store.open_run(device_id, "k", "host-a:1", 120.0, **fields)
+        assert state == "new"
+        again, state = store.open_run(device_id, "k", "host-b:2", 120.0, **fields)
+        assert state == "held" and again.owner == "host-a:1"  # fresh lease of another host
+        taken, state = store.open_run(device_id, "k", "host-b:2", 0.0, **fields)  # A silent too long
+        assert state == "resumed" and taken.id == run.id
+        assert not store.heartbeat(run.id, "host-a:1")
+        assert not store.set_run_status(run.id, "finished", owner="host-a:1")
+        lost = []
+        monkeypatch.setattr(loop, "HEARTBEAT_S", 0.05)
+        with loop._Heartbeat(store, run.id, "host-a:1", lambda: lost.append(True)):
+            deadline = time.monotonic() + 10
+            while not lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert lost == [True]
+        assert store.heartbeat(run.id, "host-b:2")
+        assert store.set_run_status(run.id, "finished", owner="host-b:2")
+        finished, state = store.open_run(device_id, "k", "host-c:3", 120.0, **fields)
+        assert state == "finished"
+    finally:
+        store.close()

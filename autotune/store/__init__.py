@@ -8,6 +8,7 @@ databases up to date when they are opened.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from autotune.store.engine import (
     sqlite_pragmas,
     upgraded_copy,
 )
-from autotune.store.lease import lease_gone, lease_owner, same
+from autotune.store.lease import lease_gone, lease_owner
 from autotune.store.migrate import check_revision, current_revision, upgrade
 from autotune.store.models import (
     SCHEMA_HEAD,
@@ -217,50 +218,60 @@ class Store:
                 s.flush()
             return row.id
 
-    def start_run(self, **fields: Any) -> Run:
+    def open_run(
+        self, device_id: int, key: str, owner: str, stale_s: float, **fields: Any
+    ) -> tuple[Run, str]:
+        """This search's run, and what `owner` may do with it: "finished" (report it),
+        "held" (another live process measures it: the run says who), "resumed" (taken
+        over), or "new" (started, with `fields`). One transaction, serialised per key
+        (SQLite takes the write lock at BEGIN; PostgreSQL an advisory lock on the key),
+        so two processes opening the same search never both measure it. A holder is gone
+        when its heartbeat is older than `stale_s`, or it was a process of this host that
+        no longer exists."""
         with self.session() as s:
-            run = Run(status="running", started_at=now(), finished_at=None, **fields)
+            if self.engine.dialect.name == "postgresql":
+                lock = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
+                s.execute(sa.text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": lock})
+            run = s.scalar(
+                sa.select(Run).filter_by(device_id=device_id, key=key).order_by(Run.id.desc()).limit(1)
+            )
+            if run is not None and run.status == "finished":
+                return run, "finished"
+            held = run is not None and run.owner not in (None, owner)
+            if held and not lease_gone(run.owner, run.heartbeat_at, stale_s):
+                return run, "held"
+            if run is None:
+                run = Run(device_id=device_id, key=key, started_at=now(), **fields)
+                s.add(run)
+                state = "new"
+            else:
+                state = "resumed"
+            run.owner, run.heartbeat_at, run.status, run.finished_at = owner, now(), "running", None
+            s.flush()
+            return run, state
+
+    def start_run(self, owner: str | None = None, **fields: Any) -> Run:
+        """A new run, outside any lease check (a `--fresh` search)."""
+        with self.session() as s:
+            run = Run(status="running", started_at=now(), finished_at=None, owner=owner, **fields)
+            if owner is not None:
+                run.heartbeat_at = now()
             s.add(run)
             s.flush()
             return run
 
-    def latest_run(self, device_id: int, key: str) -> Run | None:
+    def set_run_status(self, run_id: int, status: str, owner: str | None = None) -> bool:
+        """Record how a run ended (its lease ends with it); with `owner`, only while the
+        run is still that process's. False if it was not (taken over meanwhile)."""
         with self.session() as s:
-            return s.scalar(
-                sa.select(Run).filter_by(device_id=device_id, key=key).order_by(Run.id.desc()).limit(1)
-            )
-
-    def set_run_status(self, run_id: int, status: str) -> None:
-        with self.session() as s:
-            run = s.get(Run, run_id)
-            assert run is not None
-            run.status = status
-            run.finished_at = now() if status != "running" else None
-            if status != "running":
-                run.owner = None  # the lease ends with the search
-
-    def claim_run(self, run_id: int, owner: str, stale_s: float) -> Run | None:
-        """Take a run for `owner` unless another live process holds it: None then, with
-        the run as it stands (who holds it) left for the caller to report. A holder is
-        gone when its heartbeat is older than `stale_s`, or it was a process of this
-        host that no longer exists. Compare-and-swap on the owner and heartbeat read,
-        so two processes never both take it."""
-        with self.session() as s:
-            run = s.get(Run, run_id)
-            assert run is not None
-            held_by, beat = run.owner, run.heartbeat_at
-        if held_by not in (None, owner) and not lease_gone(held_by, beat, stale_s):
-            return run
-        with self.session() as s:
-            claimed = s.execute(
-                sa.update(Run)
-                .where(Run.id == run_id, same(Run.owner, held_by), same(Run.heartbeat_at, beat))
-                .values(owner=owner, heartbeat_at=now(), status="running", finished_at=None)
-            ).rowcount
-        if claimed != 1:
-            with self.session() as s:
-                return s.get(Run, run_id)
-        return None
+            query = sa.update(Run).where(Run.id == run_id)
+            if owner is not None:
+                query = query.where(Run.owner == owner)
+            ended = status != "running"
+            values = {"status": status, "finished_at": now() if ended else None}
+            if ended:
+                values["owner"] = None
+            return s.execute(query.values(**values)).rowcount == 1
 
     def heartbeat(self, run_id: int, owner: str) -> bool:
         """Renew `owner`'s lease on a run; False if it is no longer `owner`'s."""

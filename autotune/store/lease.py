@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-from typing import Any
 
 from autotune.store.models import now
 
@@ -14,10 +13,6 @@ from autotune.store.models import now
 def lease_owner() -> str:
     """This process, as a run's lease names it."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def same(column: Any, value: Any) -> Any:
-    return column.is_(None) if value is None else column == value
 
 
 def lease_gone(owner: str, heartbeat_at: dt.datetime | None, stale_s: float) -> bool:

@@ -80,18 +80,21 @@ LEASE_STALE_S = 120.0
 
 
 class _Heartbeat:
-    """Renews a run's lease from a thread while the search runs: a kernel that takes
-    minutes must not let the lease lapse."""
+    """Renews a run's lease from a thread while the search runs (a kernel that takes
+    minutes must not let the lease lapse); `on_lost` is called once if another process
+    has taken the run over meanwhile."""
 
-    def __init__(self, store: Store, run_id: int, owner: str) -> None:
-        self.store, self.run_id, self.owner = store, run_id, owner
+    def __init__(self, store: Store, run_id: int, owner: str, on_lost: Callable[[], None]) -> None:
+        self.store, self.run_id, self.owner, self.on_lost = store, run_id, owner, on_lost
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="run-heartbeat", daemon=True)
 
     def _beat(self) -> None:
         while not self._done.wait(HEARTBEAT_S):
             with contextlib.suppress(AutotuneError):
-                self.store.heartbeat(self.run_id, self.owner)
+                if not self.store.heartbeat(self.run_id, self.owner):
+                    self.on_lost()
+                    return
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
@@ -162,6 +165,7 @@ class Tuner:
         self.evaluator = evaluator
         self.warm_start = warm_start
         self.owner = lease_owner()
+        self.lease_lost = False
 
     # -- the run ----------------------------------------------------------------
 
@@ -182,38 +186,42 @@ class Tuner:
         """Open this search's run (resumed, or new); False if it is already finished."""
         self.device_id = self.store.device_id(self.device)
         key = self._run_key()
-        previous = None if self.fresh else self.store.latest_run(self.device_id, key)
-        if previous is not None and previous.status == "finished":
-            # The same search is already done: report it instead of measuring again.
-            self.run_id, self.already_finished = previous.id, True
-            self.listener("run", {"run_id": self.run_id, "resumed": False, "finished": True})
-            return False
-        if previous is not None:
-            held = self.store.claim_run(previous.id, self.owner, LEASE_STALE_S)
-            if held is not None:
-                since = (now() - held.heartbeat_at).total_seconds() if held.heartbeat_at else None
+        fields = {
+            "family": self.family.name,
+            "problems": json.dumps([p.key() for p in self.problems], separators=(",", ":")),
+            "sampler": self.sampler,
+            "seed": self.seed,
+            "trials_budget": self.budget.trials,
+            "time_budget_s": self.budget.time_s,
+            "tool_version": __version__,
+        }
+        if self.fresh:
+            self.run_id = self.store.start_run(
+                owner=self.owner, device_id=self.device_id, key=key, **fields
+            ).id
+        else:
+            run, state = self.store.open_run(self.device_id, key, self.owner, LEASE_STALE_S, **fields)
+            self.run_id = run.id
+            if state == "finished":
+                # The same search is already done: report it instead of measuring again.
+                self.already_finished = True
+                self.listener("run", {"run_id": self.run_id, "resumed": False, "finished": True})
+                return False
+            if state == "held":
+                since = (now() - run.heartbeat_at).total_seconds() if run.heartbeat_at else None
                 beat = f", heard from {since:.0f} s ago" if since is not None else ""
                 raise AutotuneError(
-                    f"run {held.id} is this same search, being measured now by {held.owner}{beat}: "
+                    f"run {run.id} is this same search, being measured now by {run.owner}{beat}: "
                     "wait for it (the same command then reports it), or use --fresh for a run of your own"
                 )
-            self.run_id, self.resumed = previous.id, True
-        else:
-            self.run_id = self.store.start_run(
-                owner=self.owner,
-                heartbeat_at=now(),
-                device_id=self.device_id,
-                key=key,
-                family=self.family.name,
-                problems=json.dumps([p.key() for p in self.problems], separators=(",", ":")),
-                sampler=self.sampler,
-                seed=self.seed,
-                trials_budget=self.budget.trials,
-                time_budget_s=self.budget.time_s,
-                tool_version=__version__,
-            ).id
+            self.resumed = state == "resumed"
         self.listener("run", {"run_id": self.run_id, "resumed": self.resumed, "finished": False})
         return True
+
+    def _lost_lease(self) -> None:
+        """Another process took the run over: stop after the current trial."""
+        self.lease_lost = True
+        self.stop.requested = True
 
     def run(self) -> list[ProblemResult]:
         if not self._start():
@@ -227,7 +235,7 @@ class Tuner:
                 compilers = 0 if self.device.is_cpu or self.evaluator is not None else default_compilers()
             measuring = self.evaluator or Evaluator(self.device_index, self.family, policy=self.policy)
             with (
-                _Heartbeat(self.store, self.run_id, self.owner),
+                _Heartbeat(self.store, self.run_id, self.owner, self._lost_lease),
                 self.stop.installed(),
                 measuring as evaluator,
                 CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,
@@ -250,9 +258,14 @@ class Tuner:
             # Record how it ended if the database still can; the error itself goes on up.
             with contextlib.suppress(AutotuneError):
                 status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                self.store.set_run_status(self.run_id, status)
+                self.store.set_run_status(self.run_id, status, owner=self.owner)
             raise
-        self.store.set_run_status(self.run_id, "interrupted" if self.stop.requested else "finished")
+        status = "interrupted" if self.stop.requested else "finished"
+        if self.lease_lost or not self.store.set_run_status(self.run_id, status, owner=self.owner):
+            raise AutotuneError(
+                f"run {self.run_id} was taken over by another process while this one measured it "
+                "(no heartbeat for too long); this process stopped, every trial it finished is saved"
+            )
         return results
 
     def _ledger(self, problem: Problem) -> Ledger:

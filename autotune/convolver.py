@@ -11,13 +11,13 @@ asked, so calls chain on the queue.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 
 import autotune.runtime as runtime
 from autotune.families import get_family
-from autotune.families.separable import SEPARABLE
 from autotune.lookup import Choice
 
 
@@ -66,8 +66,7 @@ class Convolver:
             self._kernel = runtime._kernel(
                 device_index, self.context, variant.source, variant.kernel_name, variant.build_options
             )
-        names = ("row_taps", "column_taps") if self._family is SEPARABLE else ("filter",)
-        taps = dict(zip(names, values if self._family is SEPARABLE else (filt,), strict=True))
+        taps = self._family.value_arrays(values)
         mf = cl.mem_flags
         self._taps = {
             name: cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
@@ -79,6 +78,7 @@ class Convolver:
         self._global_size = self._family.global_size(self._variant, self.plan.problem)
         self._padded_shape = padded
         self._staging: tuple[Any, ...] | None = None  # pinned host buffers, made on the first NumPy call
+        self._host_calls = threading.Lock()  # NumPy calls share the staging and device buffers
 
     def _pinned(self) -> tuple[np.ndarray, np.ndarray]:
         """Page-locked host arrays for the image and the result, mapped once and kept:
@@ -123,16 +123,17 @@ class Convolver:
             out = np.empty(self.output_shape, dtype=np.float32)
         elif not (isinstance(out, np.ndarray) and out.shape == self.output_shape and out.dtype == np.float32):
             raise ValueError(f"out must be a float32 NumPy array of shape {self.output_shape}")
-        staged_image, staged_result = self._pinned()
-        if self._padding is None:
-            np.copyto(staged_image, host)
-        else:
-            (top, _), (left, _) = self._padding
-            staged_image[top : top + host.shape[0], left : left + host.shape[1]] = host
-        cl.enqueue_copy(self.queue, self._input, staged_image, is_blocking=False)
-        self._launch(self._input, self._output)
-        cl.enqueue_copy(self.queue, staged_result, self._output, is_blocking=True)
-        np.copyto(out, staged_result)
+        with self._host_calls:
+            staged_image, staged_result = self._pinned()
+            if self._padding is None:
+                np.copyto(staged_image, host)
+            else:
+                (top, _), (left, _) = self._padding
+                staged_image[top : top + host.shape[0], left : left + host.shape[1]] = host
+            cl.enqueue_copy(self.queue, self._input, staged_image, is_blocking=False)
+            self._launch(self._input, self._output)
+            cl.enqueue_copy(self.queue, staged_result, self._output, is_blocking=True)
+            np.copyto(out, staged_result)
         return out
 
     def _on_device(self, image: Any, out: Any, wait: bool) -> Any:

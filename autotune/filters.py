@@ -2,7 +2,8 @@
 `log:9`, written as correlation taps (the direction OpenCV's `filter2D` uses).
 
 The derivative filters respond positively where values grow to the right (`-x`) or
-downwards (`-y`), as OpenCV's Sobel, Scharr and Prewitt kernels. Gaussians are
+downwards (`-y`): Sobel and Scharr as OpenCV's kernels, Prewitt with the same layout.
+`log` and `dog` are written here (Laplacian and difference of Gaussians, rank 2). Gaussians are
 OpenCV's `getGaussianKernel(F, 0)` unless a sigma is given (`gaussian:17:2.5`), and sum
 to 1.
 """

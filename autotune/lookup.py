@@ -47,8 +47,10 @@ class Choice:
 
     @property
     def algorithm(self) -> str:
-        """`direct` for the direct family, else the family's name (`separable`)."""
-        return "direct" if self.problem.family == "conv2d" else self.problem.family
+        """What the family calls its kernels: `direct`, `separable`."""
+        from autotune.families import get_family
+
+        return get_family(self.problem.family).algorithm
 
 
 def resolve(

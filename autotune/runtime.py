@@ -40,7 +40,7 @@ from autotune.space import Config
 
 ALGORITHMS = ("auto", "direct", "separable")
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # contexts, the kernel cache, and setting a shared kernel's arguments
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
 _kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
@@ -50,11 +50,12 @@ _serving_configs: dict[tuple[Any, ...], tuple[Config, float | None]] = {}
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
     import pyopencl as cl
 
-    if device_index not in _contexts:
-        info, device = open_device(device_index)
-        context = cl.Context([device])
-        _contexts[device_index] = (info, context, cl.CommandQueue(context))
-    return _contexts[device_index]
+    with _lock:  # one context per device: kernels are cached by device
+        if device_index not in _contexts:
+            info, device = open_device(device_index)
+            context = cl.Context([device])
+            _contexts[device_index] = (info, context, cl.CommandQueue(context))
+        return _contexts[device_index]
 
 
 def _kernel(device_index: int, context: Any, source: str, name: str, options: tuple[str, ...]) -> Any:
@@ -189,7 +190,9 @@ def plan(
     says which form answered, `.reason` why, `.compared` the times weighed."""
     device = _check_options(device, db)
     info, _, _ = _context(device)
-    taps = None if filter is None else _as_image("filter", filter)
+    taps = None if filter is None else prepared_filter(filter, "valid", False)
+    if taps is not None and taps.shape[0] != filter_width:
+        raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
     return _plan(image_shape, filter_width, info, db, taps, algorithm, specialise)[0]
 
 
@@ -318,11 +321,7 @@ def convolve(
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
-    taps = (
-        dict(zip(("row_taps", "column_taps"), values, strict=True))
-        if family is SEPARABLE
-        else {"filter": filt}
-    )
+    taps = family.value_arrays(values)
     mf = cl.mem_flags
     tap_buffers = {
         name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))

@@ -278,7 +278,7 @@ def convolve_command(
     from autotune.convolver import Convolver
     from autotune.devices import device_info
     from autotune.families.conv2d.inputs import load_filter, load_npy
-    from autotune.runtime import convolve
+    from autotune.runtime import MAX_INDEXED, convolve
 
     if len(paths) < 2:
         raise UsageError("give the input .npy file(s) and then OUT (a .npy file, or a folder for several)")
@@ -299,7 +299,7 @@ def convolve_command(
             image = load_npy("IN", input_path)
             options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
             try:
-                if not many:  # one image: as autotune.convolve (any size, in bands past int indexing)
+                if not many or image.size >= MAX_INDEXED // 2:  # as autotune.convolve: bands if need be
                     result = convolve(image, filt, **options)
                 else:
                     if image.ndim != 2:

@@ -140,6 +140,7 @@ class KernelFamily(ABC):
     """One operator: its space, template, problem type, rendering and adapters."""
 
     name: ClassVar[str]
+    algorithm: ClassVar[str]  # what `plan(...).algorithm` calls kernels of this family
     space_file: ClassVar[str]  # under search_spaces/
     template: ClassVar[str]  # under templates/
     problem_type: ClassVar[type[Problem]]
@@ -163,6 +164,11 @@ class KernelFamily(ABC):
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
         """The problem kind a user's filter is, and the values a kernel compiled for it
         takes (`render(..., values=)`)."""
+        raise UsageError(f"the {self.name} family takes no filter")
+
+    def value_arrays(self, values: Any) -> dict[str, np.ndarray]:
+        """The kernel's input arrays for a user's values (as `values_of_filter` gives
+        them), by argument name."""
         raise UsageError(f"the {self.name} family takes no filter")
 
     def problems_of(

@@ -49,6 +49,7 @@ class LandscapeProblem(Problem):
 
 class LandscapeFamily(KernelFamily):
     name: ClassVar[str] = "landscape"
+    algorithm: ClassVar[str] = "replayed"
     space_file: ClassVar[str] = ""
     template: ClassVar[str] = ""
     problem_type: ClassVar[type[Problem]] = LandscapeProblem

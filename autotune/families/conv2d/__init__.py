@@ -42,6 +42,7 @@ LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d
 
 class Conv2D(KernelFamily):
     name: ClassVar[str] = "conv2d"
+    algorithm: ClassVar[str] = "direct"
     space_file: ClassVar[str] = SPACE_FILE
     template: ClassVar[str] = TEMPLATE_FILE
     problem_type: ClassVar[type[Problem]] = Conv2DProblem
@@ -68,6 +69,9 @@ class Conv2D(KernelFamily):
 
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
         return self.kind(check_filter_width(filt.shape[0])), filt
+
+    def value_arrays(self, values: Any) -> dict[str, np.ndarray]:
+        return {"filter": values}
 
     def default_size(self, device: object) -> tuple[int, ...]:
         return default_image_size(device)

@@ -39,6 +39,7 @@ ABI = (
 
 class Separable(KernelFamily):
     name: ClassVar[str] = "separable"
+    algorithm: ClassVar[str] = "separable"
     space_file: ClassVar[str] = SPACE_FILE
     template: ClassVar[str] = TEMPLATE_FILE
     problem_type: ClassVar[type[Problem]] = SeparableProblem
@@ -71,6 +72,10 @@ class Separable(KernelFamily):
                 "equals it within float32 rounding"
             )
         return self.kind(check_filter_width(filt.shape[0]), terms[0].shape[0]), terms
+
+    def value_arrays(self, values: Any) -> dict[str, np.ndarray]:
+        row_taps, column_taps = values
+        return {"row_taps": row_taps, "column_taps": column_taps}
 
     def default_size(self, device: object) -> tuple[int, ...]:
         return default_image_size(device)

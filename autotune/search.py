@@ -16,7 +16,7 @@ one-knob neighbour of highest expected improvement, trying its switch moves (two
 knobs flipped, others moved to a power of two) before anything else. The global step
 takes the point of the whole space with the lowest predicted time. Genetic steps
 (a child of two of the best points, moving several knobs at once) can replace some of
-them (GENETIC_EVERY); they are off because 80 replayed seeds showed no gain.
+them (`SearchOptions.genetic_every`); they are off because 80 replayed seeds showed no gain.
 `tpe-local` is TPE followed by a random walk over one-knob neighbours of the best
 point. BENCHMARKS.md has the replay comparison behind the choice.
 """
@@ -29,6 +29,7 @@ import math
 import random
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -40,16 +41,64 @@ from autotune.space import Config, SearchSpace
 
 SAMPLERS = ("gp", "tpe-local", "tpe", "random", "cmaes", "grid")
 DEFAULT_SAMPLER = "gp"
-STARTUP_TRIALS = 10
+STARTUP_TRIALS = 10  # TPE's random start (tpe, tpe-local)
 ENUMERATE_LIMIT = 50_000  # spaces up to this size score every point; larger ones a sample
 CANDIDATE_SAMPLE = 4_000
-POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers of two
-MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
-GLOBAL_STEP = "mean"  # gp: "mean" (lowest predicted time) or "ei" (expected improvement)
-SWITCHES_FIRST = True  # gp: the local step tries the best point's switch moves first
-GENETIC_EVERY = 0  # gp: every Nth step after the start is a genetic one (0: never; see BENCHMARKS.md)
-GENETIC_POOL = 20  # parents come from this many best points
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Settings of the `gp` sampler, passed to `Search`; the defaults are those of
+    `autotune search`. `SearchOptions.parse("global_step=ei,genetic_every=4")` reads
+    them from text (bench scripts)."""
+
+    startup_trials: int = 10  # random start points before the model
+    pow2_share: float = 0.5  # start points: share of mixed knobs drawn from their powers of two
+    model_points: int = 300  # the surrogate sees at most this many points, the fastest first
+    global_step: str = "mean"  # "mean" (lowest predicted time) or "ei" (expected improvement)
+    switches_first: bool = True  # the local step tries the best point's switch moves first
+    genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
+    genetic_pool: int = 20  # parents come from this many best points
+
+    def __post_init__(self) -> None:
+        if self.global_step not in ("mean", "ei"):
+            raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
+        if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
+            raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
+
+    @classmethod
+    def parse(cls, text: str) -> SearchOptions:
+        """`key=value` pairs separated by commas; unnamed settings keep their defaults."""
+        settings: dict[str, Any] = {}
+        kinds = {f.name: f.type for f in fields(cls)}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep or key not in kinds:
+                raise UsageError(f"bad gp setting {item!r} (settings: {', '.join(kinds)})")
+            kind = kinds[key]
+            try:
+                if kind == "bool":
+                    if value.strip().lower() not in ("1", "0", "true", "false", "on", "off"):
+                        raise ValueError(value)
+                    settings[key] = value.strip().lower() in ("1", "true", "on")
+                else:
+                    settings[key] = {"int": int, "float": float, "str": str}[kind](value.strip())
+            except ValueError:
+                raise UsageError(f"bad value for gp setting {key}: {value!r}") from None
+        return cls(**settings)
+
+    def describe(self) -> str:
+        """The settings that differ from the defaults, as `parse` reads them."""
+        default = SearchOptions()
+        changed = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ",".join(changed)
+
 
 optuna.logging.set_verbosity(logging.ERROR)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -82,8 +131,10 @@ class Search:
         sampler: str = DEFAULT_SAMPLER,
         seed: int = 0,
         valid: Callable[[Config], bool] | None = None,
+        options: SearchOptions | None = None,
     ) -> None:
         self.space = space
+        self.options = options or SearchOptions()
         self.sampler_name = sampler
         self.valid = valid or (lambda config: True)
         self.distributions = {
@@ -207,7 +258,7 @@ class Search:
             self._switch_plan = {}
             for i, size in enumerate(self.sizes):
                 if size == 2:
-                    column = [0, 1] * (STARTUP_TRIALS // 2)
+                    column = [0, 1] * (self.options.startup_trials // 2)
                     self.random.shuffle(column)
                     self._switch_plan[i] = column
         for _ in range(100):
@@ -228,7 +279,7 @@ class Search:
             point = []
             for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
                 pool: Sequence[int] = range(size)
-                if powers is not None and self.random.random() < POW2_SHARE:
+                if powers is not None and self.random.random() < self.options.pow2_share:
                     pool = powers
                 point.append(self.random.choice(pool))
             if self._usable(tuple(point)):
@@ -236,7 +287,7 @@ class Search:
         return None
 
     def _started(self) -> bool:
-        return self.best is not None and len(self.visited) >= STARTUP_TRIALS
+        return self.best is not None and len(self.visited) >= self.options.startup_trials
 
     def _usable(self, point: tuple[int, ...]) -> bool:
         usable = point not in self.visited and point not in self.in_flight
@@ -274,8 +325,9 @@ class Search:
         return [p for p in found if self._usable(p)]
 
     def _model_step(self) -> tuple[int, ...] | None:
-        """After the start: the GP's proposal, or on every GENETIC_EVERY-th step a child."""
-        if GENETIC_EVERY and len(self.visited) % GENETIC_EVERY == 0:
+        """After the start: the GP's proposal, or on every `genetic_every`-th step a child."""
+        every = self.options.genetic_every
+        if every and len(self.visited) % every == 0:
             child = self._genetic_proposal()
             if child is not None:
                 return child
@@ -285,7 +337,7 @@ class Search:
         """A child of two good points (tournaments among the best, two-point crossover,
         each knob mutated with probability 1/knobs). It changes several knobs at once,
         the jump that one-knob neighbourhoods and expected improvement seldom make."""
-        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)[:GENETIC_POOL]
+        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)[: self.options.genetic_pool]
         if len(ranked) < 2:
             return None
         knobs = len(self.sizes)
@@ -312,18 +364,18 @@ class Search:
         candidates = near or self._candidates()
         if not candidates:
             return None
-        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[:MODEL_POINTS]
+        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
         index = surrogate.propose(
             self._features(measured),
             [self.visited[p] for p in measured],
             self._features(candidates),
             self._features(sorted(self.in_flight)),
-            acquisition="ei" if near else GLOBAL_STEP,
+            acquisition="ei" if near else self.options.global_step,
         )
         return candidates[index]
 
     def _local_candidates(self) -> list[tuple[int, ...]]:
-        """The best point's unvisited one-knob neighbours; with SWITCHES_FIRST, only its
+        """The best point's unvisited one-knob neighbours; with `switches_first`, only its
         switch moves while any is left: flips of two-valued knobs, and moves of a knob
         that is not at a power of two to the nearest powers of two. These moves often
         decide which basin a point is in (shared memory on or off, an aligned block),
@@ -332,7 +384,7 @@ class Search:
         assert self.best is not None
         centre = self.best[1]
         near = [p for p in self._neighbours(centre) if self._usable(p)]
-        if not SWITCHES_FIRST:
+        if not self.options.switches_first:
             return near
         switch_moves = set()
         for i, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D, Conv2DProblem
-from autotune.search import Search
+from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
 from tests.conftest import ROOT, cli_json, run_cli
 
@@ -330,13 +331,13 @@ def test_gp_start_points_favour_powers_of_two():
 A = list(range(3, 23, 2))  # knob values without a power of two
 
 
-def _switch_space_search(seed: int) -> Search:
+def _switch_space_search(seed: int, options: SearchOptions | None = None) -> Search:
     """A best point at (a index 5, s=0, t=0) whose switch s looked bad wherever it was tried;
     a has no power of two, so only s and t give switch moves."""
     space = SearchSpace.from_dict(
         {"knobs": {"a": {"values": A}, "s": {"values": [0, 1]}, "t": {"values": [0, 1]}}}
     )
-    search = Search(space, "gp", seed=seed)
+    search = Search(space, "gp", seed=seed, options=options)
     for a in (0, 1, 2, 3, 4, 6, 7, 8, 9):
         search.add_history({"a": A[a], "s": 0, "t": 1}, 2.0 + abs(a - 5) * 0.1)
     for a in (0, 2, 8):
@@ -345,7 +346,7 @@ def _switch_space_search(seed: int) -> Search:
     return search
 
 
-def test_gp_local_step_flips_switches_first(monkeypatch):
+def test_gp_local_step_flips_switches_first():
     """The local step tries the best point's two-valued knobs before anything else,
     even where the model expects a flip to be slow; once flipped, other knobs move."""
     search = _switch_space_search(seed=6)
@@ -359,23 +360,24 @@ def test_gp_local_step_flips_switches_first(monkeypatch):
     search.add_history({"a": A[1], "s": 0, "t": 0}, 3.0)
     near = search._local_candidates()
     assert near and all(p[1:] == (0, 0) for p in near)  # switches done: a moves
-    monkeypatch.setattr("autotune.search.SWITCHES_FIRST", False)
-    every = _switch_space_search(seed=6)._local_candidates()
+    every = _switch_space_search(6, SearchOptions(switches_first=False))._local_candidates()
     assert (5, 1, 0) in every and (4, 0, 0) in every
 
 
-def test_gp_global_step_takes_the_lowest_predicted_time(monkeypatch):
+def test_gp_global_step_takes_the_lowest_predicted_time():
     """The global step ("mean") goes where the model expects the fastest point, next to
     the measured optimum; expected improvement ("ei") prefers an unexplored far corner."""
     space = SearchSpace.from_dict({"knobs": {"x": {"values": list(range(40))}}})
-    search = Search(space, "gp", seed=7)
-    for x in (10, 12, 14, 16, 18):
-        search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
-    assert len(search.visited) % 2 == 1
-    search.add_history({"x": 20}, 2.2)  # even count: the next step is global
-    assert search._gp_proposal() in ((13,), (15,))
-    monkeypatch.setattr("autotune.search.GLOBAL_STEP", "ei")
-    assert search._gp_proposal()[0] > 25  # type: ignore[index]
+    proposals = []
+    for step in ("mean", "ei"):
+        search = Search(space, "gp", seed=7, options=SearchOptions(global_step=step))
+        for x in (10, 12, 14, 16, 18):
+            search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
+        assert len(search.visited) % 2 == 1
+        search.add_history({"x": 20}, 2.2)  # even count: the next step is global
+        proposals.append(search._gp_proposal())
+    assert proposals[0] in ((13,), (15,))
+    assert proposals[1][0] > 25  # type: ignore[index]
 
 
 def test_gp_start_points_split_each_switch_evenly():
@@ -668,3 +670,16 @@ def test_times_of_another_kernel_are_measured_again(tmp_path):
     again = rows(path, measured, 3)
     assert first <= {key for key, _ in again}
     assert all(len(sha) == 64 for _, sha in again)
+
+
+def test_gp_settings_are_one_options_object_read_from_text():
+    """Bench scripts pass settings explicitly: nothing module-wide is overwritten."""
+    assert SearchOptions.parse("") == SearchOptions()
+    options = SearchOptions.parse("global_step=ei, switches_first=off,genetic_every=4,pow2_share=0.75")
+    assert (options.global_step, options.switches_first, options.genetic_every) == ("ei", False, 4)
+    assert options.pow2_share == 0.75
+    assert options.describe() == "pow2_share=0.75,global_step=ei,switches_first=False,genetic_every=4"
+    assert SearchOptions.parse(options.describe()) == options
+    for bad in ("nope=1", "genetic_every=x", "switches_first=maybe", "global_step=lcb", "genetic_every"):
+        with pytest.raises(UsageError):
+            SearchOptions.parse(bad)

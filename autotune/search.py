@@ -60,10 +60,25 @@ class SearchOptions:
     switches_first: bool = True  # the local step tries the best point's switch moves first
     genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
     genetic_pool: int = 20  # parents come from this many best points
+    # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a
+    # variant), not sizes. "ordinal": treated like any numeric knob (their 1 and 2 count
+    # as powers of two). "categorical": no power-of-two treatment, every value in the start
+    # points, every other value a switch move of the local step, one-hot in the model.
+    enumerations: str = "ordinal"
+    # Stalls: after `stall_after` evaluations (0: never) in which the best time did not
+    # improve by `stall_gain` (relative), the global steps explore until it does:
+    # "ei" (expected improvement over the whole space) or "random" (a random start point).
+    stall_after: int = 0
+    stall_gain: float = 0.01
+    stall_step: str = "ei"
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
             raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
+        if self.stall_step not in ("ei", "random"):
+            raise UsageError(f"stall_step must be ei or random, not {self.stall_step!r}")
+        if self.enumerations not in ("ordinal", "categorical"):
+            raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 
@@ -145,10 +160,18 @@ class Search:
         self.visited: dict[tuple[int, ...], float | None] = {}
         self.in_flight: set[tuple[int, ...]] = set()  # asked, not told yet (compiling ahead)
         self.best: tuple[float, tuple[int, ...]] | None = None
+        self._progress_at = 0  # evaluations when the best time last improved by stall_gain
         self.sizes = [len(k.values) for k in space.knobs.values()]
         # Per knob, the indices of its powers of two when it also has other values.
         self.powers_of_two: list[list[int] | None] = []
-        for knob in space.knobs.values():
+        categorical = self.options.enumerations == "categorical"
+        self.choices = {  # knobs that name choices (SearchOptions.enumerations)
+            i for i, k in enumerate(space.knobs.values()) if categorical and _enumeration(k.values)
+        }
+        for i, knob in enumerate(space.knobs.values()):
+            if i in self.choices:
+                self.powers_of_two.append(None)
+                continue
             flags = [_power_of_two(v) for v in knob.values]
             mixed = any(flags) and not all(flags)
             self.powers_of_two.append([i for i, flag in enumerate(flags) if flag] if mixed else None)
@@ -242,6 +265,8 @@ class Search:
         self.in_flight.discard(point)
         self.visited[point] = value
         if value is not None and (self.best is None or value < self.best[0]):
+            if self.best is None or value < self.best[0] * (1.0 - self.options.stall_gain):
+                self._progress_at = len(self.visited)
             self.best = (value, point)
 
     def _waiting(self) -> bool:
@@ -259,6 +284,10 @@ class Search:
             for i, size in enumerate(self.sizes):
                 if size == 2:
                     column = [0, 1] * (self.options.startup_trials // 2)
+                    self.random.shuffle(column)
+                    self._switch_plan[i] = column
+                elif i in self.choices:
+                    column = list(range(size)) * (self.options.startup_trials // size)
                     self.random.shuffle(column)
                     self._switch_plan[i] = column
         for _ in range(100):
@@ -361,6 +390,11 @@ class Search:
         """The local step on every other call, the global step on the rest."""
         assert self.best is not None
         near = self._local_candidates() if len(self.visited) % 2 else []
+        step = self.options.global_step
+        if not near and self._stalled():
+            if self.options.stall_step == "random":
+                return self._random_start_point()
+            step = "ei"
         candidates = near or self._candidates()
         if not candidates:
             return None
@@ -370,9 +404,13 @@ class Search:
             [self.visited[p] for p in measured],
             self._features(candidates),
             self._features(sorted(self.in_flight)),
-            acquisition="ei" if near else self.options.global_step,
+            acquisition="ei" if near else step,
         )
         return candidates[index]
+
+    def _stalled(self) -> bool:
+        after = self.options.stall_after
+        return bool(after) and len(self.visited) - self._progress_at >= after
 
     def _local_candidates(self) -> list[tuple[int, ...]]:
         """The best point's unvisited one-knob neighbours; with `switches_first`, only its
@@ -390,6 +428,8 @@ class Search:
         for i, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
             if size == 2:
                 switch_moves.add((i, 1 - centre[i]))
+            elif i in self.choices:
+                switch_moves.update((i, v) for v in range(size) if v != centre[i])
             elif powers is not None and centre[i] not in powers:
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
@@ -402,8 +442,10 @@ class Search:
         one (GPUs often care more about alignment than about magnitude)."""
         if self._feature_table is None:
             table = []
-            for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
+            for knob, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
                 columns = [[i / max(size - 1, 1) for i in range(size)]]
+                if knob in self.choices:
+                    columns = [[float(i == j) for i in range(size)] for j in range(size)]
                 if powers is not None:
                     columns.append([float(i in powers) for i in range(size)])
                 table.append(np.array(columns, dtype=float).T)
@@ -436,6 +478,12 @@ def _power_of_two(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or value != int(value):
         return False
     return int(value) & (int(value) - 1) == 0
+
+
+def _enumeration(values: Sequence[Any]) -> bool:
+    """Values 0, 1, ..., k-1 with k >= 3: the knob names one of k choices."""
+    plain = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return plain and len(values) >= 3 and list(values) == list(range(len(values)))
 
 
 def _rank(value: float | None) -> float:

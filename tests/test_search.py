@@ -418,6 +418,51 @@ def test_gp_local_step_moves_a_knob_to_a_power_of_two_first():
     assert len(search._local_candidates()) == 13 + 3  # other blocks, other tiles
 
 
+def test_knobs_that_name_choices_can_be_categorical():
+    """A knob with values 0..k-1 (a method) is ordinal by default, so its 1 and 2 count
+    as powers of two; as categorical it has none, every value shows up in the start
+    points, every other value is a switch move and the model sees it one-hot."""
+    knobs = {
+        "method": {"values": [0, 1, 2, 3]},
+        "block": {"values": [32, 64, 96, 128]},
+        "s": {"values": [0, 1]},
+    }
+    space = SearchSpace.from_dict({"knobs": knobs})
+    assert Search(space, "gp", seed=1).powers_of_two[0] == [1, 2]
+    search = Search(space, "gp", seed=1, options=SearchOptions(enumerations="categorical"))
+    assert search.choices == {0} and search.powers_of_two[0] is None and search.powers_of_two[1] == [0, 1, 3]
+    starts = []
+    for _ in range(8):
+        point = search._start_point()
+        assert point is not None
+        search.add_history(search.decode(search._params(point)), 5.0 + len(starts))
+        starts.append(point)
+    assert sorted(p[0] for p in starts) == [0, 0, 1, 1, 2, 2, 3, 3]
+    search.add_history({"method": 2, "block": 64, "s": 0}, 1.0)  # nine: the next step is local
+    moves = {p for p in search._local_candidates() if p[1:] == (1, 0)}
+    assert moves == {(m, 1, 0) for m in (0, 1, 3)} - set(search.visited)
+    # one-hot method; block scaled and its power-of-two flag; s and its own flag
+    assert search._features([(2, 1, 0)]).tolist() == [[0, 0, 1, 0, 1 / 3, 1, 0, 0]]
+
+
+def test_a_stalled_search_explores_with_its_global_steps():
+    """After `stall_after` evaluations without a 1% gain the global step is expected
+    improvement (or a random point) until the best time improves again."""
+    space = SearchSpace.from_dict({"knobs": {"x": {"values": list(range(40))}}})
+    for step, far in (("ei", 25), ("random", -1)):
+        options = SearchOptions(stall_after=3, stall_step=step)
+        search = Search(space, "gp", seed=7, options=options)
+        for x in (10, 12, 14, 16, 18):
+            search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
+        search.add_history({"x": 20}, 2.2)  # the best (x = 14) came 3 evaluations ago
+        assert search._stalled()
+        proposal = search._gp_proposal()
+        assert proposal is not None and (proposal[0] > far if step == "ei" else search._usable(proposal))
+        search.add_history({"x": 13}, 0.5)
+        assert not search._stalled()
+        assert search._gp_proposal() != proposal or step == "random"
+
+
 def test_genetic_steps_combine_the_knobs_of_two_good_points():
     """Two good points that are good for different reasons (knobs a-c, knobs d-f): a
     genetic step proposes children that take knobs from both, a jump of several knobs

@@ -9,7 +9,10 @@ For each landscape and count N, the search is given N measured points of the lan
 (random valid points, as history), then asked for `--asks` points in turn, each told its
 measured time before the next ask. Reported: the median and the largest seconds per
 ask (CPU time of this process, so other load on the machine counts little). The `gp`
-steps alternate (local, global), so the median covers both.
+steps alternate (local, global), so the median covers both. The first ask also lists
+the valid points of the space (once per search), so the largest is often that one.
+Threaded BLAS on a busy machine costs far more than the arithmetic: compare with
+`OPENBLAS_NUM_THREADS=1`.
 """
 
 from __future__ import annotations

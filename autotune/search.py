@@ -14,7 +14,9 @@ on in half of them), then fits a Gaussian process to what is measured
 (autotune/surrogate.py) and alternates two steps. The local step takes the best point's
 one-knob neighbour of highest expected improvement, trying its switch moves (two-valued
 knobs flipped, others moved to a power of two) before anything else. The global step
-takes the point of the whole space with the lowest predicted time. Genetic steps
+takes the point of the whole space with the lowest predicted time, or, once 12
+evaluations have gone by without a 1% gain, the point of highest expected improvement
+(a stalled search explores until it gains again). Genetic steps
 (a child of two of the best points, moving several knobs at once) can replace some of
 them (`SearchOptions.genetic_every`); they are off because 80 replayed seeds showed no gain.
 `tpe-local` is TPE followed by a random walk over one-knob neighbours of the best
@@ -68,7 +70,8 @@ class SearchOptions:
     # Stalls: after `stall_after` evaluations (0: never) in which the best time did not
     # improve by `stall_gain` (relative), the global steps explore until it does:
     # "ei" (expected improvement over the whole space) or "random" (a random start point).
-    stall_after: int = 0
+    # 12 and "ei" were chosen on held-out landscapes (BENCHMARKS.md).
+    stall_after: int = 12
     stall_gain: float = 0.01
     stall_step: str = "ei"
 

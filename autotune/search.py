@@ -10,7 +10,7 @@ the sampler as failed and repaired to a valid, unvisited point that differs from
 as few knobs as possible.
 
 `gp` (the default) starts with 10 random points (powers of two favoured, each switch
-on in half of them), then fits a Gaussian process to what is measured
+on in half of them), then fits a Gaussian process to the 100 fastest points measured
 (autotune/surrogate.py) and alternates two steps. The local step takes the best point's
 one-knob neighbour of highest expected improvement, trying its switch moves (two-valued
 knobs flipped, others moved to a power of two) before anything else. The global step
@@ -19,6 +19,8 @@ evaluations have gone by without a 1% gain, the point of highest expected improv
 (a stalled search explores until it gains again). Genetic steps
 (a child of two of the best points, moving several knobs at once) can replace some of
 them (`SearchOptions.genetic_every`); they are off because 80 replayed seeds showed no gain.
+Every setting of `gp` is a field of `SearchOptions`, passed to `Search` (and to the
+tuner and the replay engine) rather than set module-wide.
 `tpe-local` is TPE followed by a random walk over one-knob neighbours of the best
 point. BENCHMARKS.md has the replay comparison behind the choice.
 """

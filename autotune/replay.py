@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import UsageError
-from autotune.search import Search
+from autotune.search import Search, SearchOptions
 from autotune.space import Config, Knob, SearchSpace
 
 BUDGETS = (10, 20, 50, 100, 200)
@@ -126,8 +126,10 @@ class Trace:
         return None
 
 
-def replay_once(landscape: Landscape, sampler: str, budget: int, seed: int) -> Trace:
-    search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0])
+def replay_once(
+    landscape: Landscape, sampler: str, budget: int, seed: int, options: SearchOptions | None = None
+) -> Trace:
+    search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0], options=options)
     seen: dict[tuple[Any, ...], float | None] = {}
     trace = Trace()
     best = math.inf
@@ -196,5 +198,12 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
-def replay(landscape: Landscape, sampler: str, budget: int, repeats: int, seed: int = 0) -> list[Trace]:
-    return [replay_once(landscape, sampler, budget, seed + r) for r in range(repeats)]
+def replay(
+    landscape: Landscape,
+    sampler: str,
+    budget: int,
+    repeats: int,
+    seed: int = 0,
+    options: SearchOptions | None = None,
+) -> list[Trace]:
+    return [replay_once(landscape, sampler, budget, seed + r, options) for r in range(repeats)]

@@ -10,13 +10,17 @@ the sampler as failed and repaired to a valid, unvisited point that differs from
 as few knobs as possible.
 
 `gp` (the default) starts with 10 random points (powers of two favoured, each switch
-on in half of them), then fits a Gaussian process to what is measured
+on in half of them), then fits a Gaussian process to the 100 fastest points measured
 (autotune/surrogate.py) and alternates two steps. The local step takes the best point's
 one-knob neighbour of highest expected improvement, trying its switch moves (two-valued
 knobs flipped, others moved to a power of two) before anything else. The global step
-takes the point of the whole space with the lowest predicted time. Genetic steps
+takes the point of the whole space with the lowest predicted time, or, once 12
+evaluations have gone by without a 1% gain, the point of highest expected improvement
+(a stalled search explores until it gains again). Genetic steps
 (a child of two of the best points, moving several knobs at once) can replace some of
-them (GENETIC_EVERY); they are off because 80 replayed seeds showed no gain.
+them (`SearchOptions.genetic_every`); they are off because 80 replayed seeds showed no gain.
+Every setting of `gp` is a field of `SearchOptions`, passed to `Search` (and to the
+tuner and the replay engine) rather than set module-wide.
 `tpe-local` is TPE followed by a random walk over one-knob neighbours of the best
 point. BENCHMARKS.md has the replay comparison behind the choice.
 """
@@ -29,6 +33,7 @@ import math
 import random
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -40,16 +45,82 @@ from autotune.space import Config, SearchSpace
 
 SAMPLERS = ("gp", "tpe-local", "tpe", "random", "cmaes", "grid")
 DEFAULT_SAMPLER = "gp"
-STARTUP_TRIALS = 10
+STARTUP_TRIALS = 10  # TPE's random start (tpe, tpe-local)
 ENUMERATE_LIMIT = 50_000  # spaces up to this size score every point; larger ones a sample
 CANDIDATE_SAMPLE = 4_000
-POW2_SHARE = 0.5  # start points: share of mixed knobs drawn from their powers of two
-MODEL_POINTS = 300  # the surrogate sees at most this many points, the fastest first
 MAX_ASKS = 10_000
-GLOBAL_STEP = "mean"  # gp: "mean" (lowest predicted time) or "ei" (expected improvement)
-SWITCHES_FIRST = True  # gp: the local step tries the best point's switch moves first
-GENETIC_EVERY = 0  # gp: every Nth step after the start is a genetic one (0: never; see BENCHMARKS.md)
-GENETIC_POOL = 20  # parents come from this many best points
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Settings of the `gp` sampler, passed to `Search`; the defaults are those of
+    `autotune search`. `SearchOptions.parse("global_step=ei,genetic_every=4")` reads
+    them from text (bench scripts)."""
+
+    startup_trials: int = 10  # random start points before the model
+    pow2_share: float = 0.5  # start points: share of mixed knobs drawn from their powers of two
+    # The surrogate sees at most this many points, the fastest first. 100 keeps a proposal
+    # under 0.07 s (median) at 1000 measured points, where 300 took 0.3-0.4 s (BENCHMARKS.md).
+    model_points: int = 100
+    global_step: str = "mean"  # "mean" (lowest predicted time) or "ei" (expected improvement)
+    switches_first: bool = True  # the local step tries the best point's switch moves first
+    genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
+    genetic_pool: int = 20  # parents come from this many best points
+    # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a
+    # variant), not sizes. "ordinal": treated like any numeric knob (their 1 and 2 count
+    # as powers of two). "categorical": no power-of-two treatment, every value in the start
+    # points, every other value a switch move of the local step, one-hot in the model.
+    enumerations: str = "ordinal"
+    # Stalls: after `stall_after` evaluations (0: never) in which the best time did not
+    # improve by `stall_gain` (relative), the global steps explore until it does:
+    # "ei" (expected improvement over the whole space) or "random" (a random start point).
+    # 12 and "ei" were chosen on held-out landscapes (BENCHMARKS.md).
+    stall_after: int = 12
+    stall_gain: float = 0.01
+    stall_step: str = "ei"
+
+    def __post_init__(self) -> None:
+        if self.global_step not in ("mean", "ei"):
+            raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
+        if self.stall_step not in ("ei", "random"):
+            raise UsageError(f"stall_step must be ei or random, not {self.stall_step!r}")
+        if self.enumerations not in ("ordinal", "categorical"):
+            raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
+        if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
+            raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
+
+    @classmethod
+    def parse(cls, text: str) -> SearchOptions:
+        """`key=value` pairs separated by commas; unnamed settings keep their defaults."""
+        settings: dict[str, Any] = {}
+        kinds = {f.name: f.type for f in fields(cls)}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            key, sep, value = item.partition("=")
+            key = key.strip()
+            if not sep or key not in kinds:
+                raise UsageError(f"bad gp setting {item!r} (settings: {', '.join(kinds)})")
+            kind = kinds[key]
+            try:
+                if kind == "bool":
+                    if value.strip().lower() not in ("1", "0", "true", "false", "on", "off"):
+                        raise ValueError(value)
+                    settings[key] = value.strip().lower() in ("1", "true", "on")
+                else:
+                    settings[key] = {"int": int, "float": float, "str": str}[kind](value.strip())
+            except ValueError:
+                raise UsageError(f"bad value for gp setting {key}: {value!r}") from None
+        return cls(**settings)
+
+    def describe(self) -> str:
+        """The settings that differ from the defaults, as `parse` reads them."""
+        default = SearchOptions()
+        changed = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ",".join(changed)
+
 
 optuna.logging.set_verbosity(logging.ERROR)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -82,8 +153,10 @@ class Search:
         sampler: str = DEFAULT_SAMPLER,
         seed: int = 0,
         valid: Callable[[Config], bool] | None = None,
+        options: SearchOptions | None = None,
     ) -> None:
         self.space = space
+        self.options = options or SearchOptions()
         self.sampler_name = sampler
         self.valid = valid or (lambda config: True)
         self.distributions = {
@@ -94,10 +167,18 @@ class Search:
         self.visited: dict[tuple[int, ...], float | None] = {}
         self.in_flight: set[tuple[int, ...]] = set()  # asked, not told yet (compiling ahead)
         self.best: tuple[float, tuple[int, ...]] | None = None
+        self._progress_at = 0  # evaluations when the best time last improved by stall_gain
         self.sizes = [len(k.values) for k in space.knobs.values()]
         # Per knob, the indices of its powers of two when it also has other values.
         self.powers_of_two: list[list[int] | None] = []
-        for knob in space.knobs.values():
+        categorical = self.options.enumerations == "categorical"
+        self.choices = {  # knobs that name choices (SearchOptions.enumerations)
+            i for i, k in enumerate(space.knobs.values()) if categorical and _enumeration(k.values)
+        }
+        for i, knob in enumerate(space.knobs.values()):
+            if i in self.choices:
+                self.powers_of_two.append(None)
+                continue
             flags = [_power_of_two(v) for v in knob.values]
             mixed = any(flags) and not all(flags)
             self.powers_of_two.append([i for i, flag in enumerate(flags) if flag] if mixed else None)
@@ -191,6 +272,8 @@ class Search:
         self.in_flight.discard(point)
         self.visited[point] = value
         if value is not None and (self.best is None or value < self.best[0]):
+            if self.best is None or value < self.best[0] * (1.0 - self.options.stall_gain):
+                self._progress_at = len(self.visited)
             self.best = (value, point)
 
     def _waiting(self) -> bool:
@@ -207,7 +290,11 @@ class Search:
             self._switch_plan = {}
             for i, size in enumerate(self.sizes):
                 if size == 2:
-                    column = [0, 1] * (STARTUP_TRIALS // 2)
+                    column = [0, 1] * (self.options.startup_trials // 2)
+                    self.random.shuffle(column)
+                    self._switch_plan[i] = column
+                elif i in self.choices:
+                    column = list(range(size)) * (self.options.startup_trials // size)
                     self.random.shuffle(column)
                     self._switch_plan[i] = column
         for _ in range(100):
@@ -228,7 +315,7 @@ class Search:
             point = []
             for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
                 pool: Sequence[int] = range(size)
-                if powers is not None and self.random.random() < POW2_SHARE:
+                if powers is not None and self.random.random() < self.options.pow2_share:
                     pool = powers
                 point.append(self.random.choice(pool))
             if self._usable(tuple(point)):
@@ -236,7 +323,7 @@ class Search:
         return None
 
     def _started(self) -> bool:
-        return self.best is not None and len(self.visited) >= STARTUP_TRIALS
+        return self.best is not None and len(self.visited) >= self.options.startup_trials
 
     def _usable(self, point: tuple[int, ...]) -> bool:
         usable = point not in self.visited and point not in self.in_flight
@@ -274,8 +361,9 @@ class Search:
         return [p for p in found if self._usable(p)]
 
     def _model_step(self) -> tuple[int, ...] | None:
-        """After the start: the GP's proposal, or on every GENETIC_EVERY-th step a child."""
-        if GENETIC_EVERY and len(self.visited) % GENETIC_EVERY == 0:
+        """After the start: the GP's proposal, or on every `genetic_every`-th step a child."""
+        every = self.options.genetic_every
+        if every and len(self.visited) % every == 0:
             child = self._genetic_proposal()
             if child is not None:
                 return child
@@ -285,7 +373,7 @@ class Search:
         """A child of two good points (tournaments among the best, two-point crossover,
         each knob mutated with probability 1/knobs). It changes several knobs at once,
         the jump that one-knob neighbourhoods and expected improvement seldom make."""
-        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)[:GENETIC_POOL]
+        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)[: self.options.genetic_pool]
         if len(ranked) < 2:
             return None
         knobs = len(self.sizes)
@@ -309,21 +397,30 @@ class Search:
         """The local step on every other call, the global step on the rest."""
         assert self.best is not None
         near = self._local_candidates() if len(self.visited) % 2 else []
+        step = self.options.global_step
+        if not near and self._stalled():
+            if self.options.stall_step == "random":
+                return self._random_start_point()
+            step = "ei"
         candidates = near or self._candidates()
         if not candidates:
             return None
-        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[:MODEL_POINTS]
+        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
         index = surrogate.propose(
             self._features(measured),
             [self.visited[p] for p in measured],
             self._features(candidates),
             self._features(sorted(self.in_flight)),
-            acquisition="ei" if near else GLOBAL_STEP,
+            acquisition="ei" if near else step,
         )
         return candidates[index]
 
+    def _stalled(self) -> bool:
+        after = self.options.stall_after
+        return bool(after) and len(self.visited) - self._progress_at >= after
+
     def _local_candidates(self) -> list[tuple[int, ...]]:
-        """The best point's unvisited one-knob neighbours; with SWITCHES_FIRST, only its
+        """The best point's unvisited one-knob neighbours; with `switches_first`, only its
         switch moves while any is left: flips of two-valued knobs, and moves of a knob
         that is not at a power of two to the nearest powers of two. These moves often
         decide which basin a point is in (shared memory on or off, an aligned block),
@@ -332,12 +429,14 @@ class Search:
         assert self.best is not None
         centre = self.best[1]
         near = [p for p in self._neighbours(centre) if self._usable(p)]
-        if not SWITCHES_FIRST:
+        if not self.options.switches_first:
             return near
         switch_moves = set()
         for i, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
             if size == 2:
                 switch_moves.add((i, 1 - centre[i]))
+            elif i in self.choices:
+                switch_moves.update((i, v) for v in range(size) if v != centre[i])
             elif powers is not None and centre[i] not in powers:
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
@@ -350,8 +449,10 @@ class Search:
         one (GPUs often care more about alignment than about magnitude)."""
         if self._feature_table is None:
             table = []
-            for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
+            for knob, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
                 columns = [[i / max(size - 1, 1) for i in range(size)]]
+                if knob in self.choices:
+                    columns = [[float(i == j) for i in range(size)] for j in range(size)]
                 if powers is not None:
                     columns.append([float(i in powers) for i in range(size)])
                 table.append(np.array(columns, dtype=float).T)
@@ -384,6 +485,12 @@ def _power_of_two(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or value != int(value):
         return False
     return int(value) & (int(value) - 1) == 0
+
+
+def _enumeration(values: Sequence[Any]) -> bool:
+    """Values 0, 1, ..., k-1 with k >= 3: the knob names one of k choices."""
+    plain = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return plain and len(values) >= 3 and list(values) == list(range(len(values)))
 
 
 def _rank(value: float | None) -> float:

@@ -4,17 +4,20 @@
     python bench/replay_samplers.py [--landscapes ../shared/landscapes/*.json.gz]
                                     [--samplers gp,tpe-local,tpe,random] [--repeats 20] [--budget 100]
                                     [--seed 0] [--jobs 2] [--global-step mean|ei]
-                                    [--switches-first on|off] [--genetic-every N]
+                                    [--switches-first on|off] [--genetic-every N] [--gp SETTINGS]
 
 Prints, per landscape and sampler, the median of best found / optimum after 20, 50
 and 100 evaluations, P(within 5%) at 50, and the median evaluations to reach 5%.
 The gp options select the variants compared in BENCHMARKS.md; their defaults are the
-defaults of `autotune search`.
+defaults of `autotune search`. `--gp` takes any `SearchOptions` settings as
+`key=value,...` (the three flags above override it). `bench/replay_loo.py` judges
+variants landscape by landscape and across held-out groups.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import sys
 import time
@@ -22,8 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from pathlib import Path
 
-from autotune import search
 from autotune.replay import Landscape, Trace, load, replay_once, summarise
+from autotune.search import SearchOptions
 
 
 @cache
@@ -31,14 +34,8 @@ def _landscape(path: str) -> Landscape:
     return load(path)
 
 
-def _configure(global_step: str, switches_first: bool, genetic_every: int) -> None:
-    search.GLOBAL_STEP = global_step
-    search.SWITCHES_FIRST = switches_first
-    search.GENETIC_EVERY = genetic_every
-
-
-def _replay(path: str, sampler: str, budget: int, seed: int) -> Trace:
-    return replay_once(_landscape(path), sampler, budget, seed)
+def _replay(path: str, sampler: str, budget: int, seed: int, options: SearchOptions) -> Trace:
+    return replay_once(_landscape(path), sampler, budget, seed, options)
 
 
 def main() -> int:
@@ -52,36 +49,44 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1, help="replays run in this many processes")
-    parser.add_argument("--global-step", choices=("mean", "ei"), default=search.GLOBAL_STEP)
-    parser.add_argument(
-        "--switches-first", choices=("on", "off"), default="on" if search.SWITCHES_FIRST else "off"
-    )
+    parser.add_argument("--gp", default="", help="gp settings, key=value,... (autotune.search.SearchOptions)")
+    parser.add_argument("--global-step", choices=("mean", "ei"), default=None)
+    parser.add_argument("--switches-first", choices=("on", "off"), default=None)
     parser.add_argument(
         "--genetic-every",
         type=int,
-        default=search.GENETIC_EVERY,
+        default=None,
         help="gp: every Nth step is a genetic one; 0 (the default) turns them off",
     )
     args = parser.parse_args()
-    settings = (args.global_step, args.switches_first == "on", args.genetic_every)
-    _configure(*settings)
+    options = SearchOptions.parse(args.gp)
+    flags = {
+        "global_step": args.global_step,
+        "switches_first": None if args.switches_first is None else args.switches_first == "on",
+        "genetic_every": args.genetic_every,
+    }
+    options = dataclasses.replace(options, **{k: v for k, v in flags.items() if v is not None})
     budgets = tuple(b for b in (20, 50, 100, 200) if b <= args.budget)
-    genetic = f"1 in {args.genetic_every}" if args.genetic_every else "off"
+    genetic = f"1 in {options.genetic_every}" if options.genetic_every else "off"
+    switches = "on" if options.switches_first else "off"
     print(
         f"{args.repeats} repeats per cell, seeds {args.seed}..{args.seed + args.repeats - 1}; "
-        f"gp: global step {args.global_step}, switches first {args.switches_first}, genetic steps {genetic}\n"
+        f"gp: global step {options.global_step}, switches first {switches}, genetic steps {genetic}"
+        f"{'; ' + options.describe() if options.describe() else ''}\n"
     )
     header = " | ".join(f"median @{b}" for b in budgets)
     print(f"| landscape | sampler | {header} | P(<=5%) @50 | evals to 5% | s/repeat |")
     print("|---|---|" + "---|" * (len(budgets) + 3))
-    with ProcessPoolExecutor(args.jobs, initializer=_configure, initargs=settings) as pool:
+    with ProcessPoolExecutor(args.jobs) as pool:
         for path in args.landscapes:
             landscape = _landscape(path)
             for sampler in args.samplers.split(","):
                 start = time.perf_counter()
                 seeds = range(args.seed, args.seed + args.repeats)
                 n = len(seeds)
-                traces = list(pool.map(_replay, [path] * n, [sampler] * n, [args.budget] * n, seeds))
+                traces = list(
+                    pool.map(_replay, [path] * n, [sampler] * n, [args.budget] * n, seeds, [options] * n)
+                )
                 seconds = (time.perf_counter() - start) * args.jobs / args.repeats
                 summary = summarise(landscape, traces, budgets)
                 cells = " | ".join(f"{row['median']:.3f}" for row in summary["budgets"])

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
+from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D, Conv2DProblem
-from autotune.search import Search
+from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
 from tests.conftest import ROOT, cli_json, run_cli
 
@@ -380,13 +381,13 @@ def test_gp_start_points_favour_powers_of_two():
 A = list(range(3, 23, 2))  # knob values without a power of two
 
 
-def _switch_space_search(seed: int) -> Search:
+def _switch_space_search(seed: int, options: SearchOptions | None = None) -> Search:
     """A best point at (a index 5, s=0, t=0) whose switch s looked bad wherever it was tried;
     a has no power of two, so only s and t give switch moves."""
     space = SearchSpace.from_dict(
         {"knobs": {"a": {"values": A}, "s": {"values": [0, 1]}, "t": {"values": [0, 1]}}}
     )
-    search = Search(space, "gp", seed=seed)
+    search = Search(space, "gp", seed=seed, options=options)
     for a in (0, 1, 2, 3, 4, 6, 7, 8, 9):
         search.add_history({"a": A[a], "s": 0, "t": 1}, 2.0 + abs(a - 5) * 0.1)
     for a in (0, 2, 8):
@@ -395,7 +396,7 @@ def _switch_space_search(seed: int) -> Search:
     return search
 
 
-def test_gp_local_step_flips_switches_first(monkeypatch):
+def test_gp_local_step_flips_switches_first():
     """The local step tries the best point's two-valued knobs before anything else,
     even where the model expects a flip to be slow; once flipped, other knobs move."""
     search = _switch_space_search(seed=6)
@@ -409,23 +410,24 @@ def test_gp_local_step_flips_switches_first(monkeypatch):
     search.add_history({"a": A[1], "s": 0, "t": 0}, 3.0)
     near = search._local_candidates()
     assert near and all(p[1:] == (0, 0) for p in near)  # switches done: a moves
-    monkeypatch.setattr("autotune.search.SWITCHES_FIRST", False)
-    every = _switch_space_search(seed=6)._local_candidates()
+    every = _switch_space_search(6, SearchOptions(switches_first=False))._local_candidates()
     assert (5, 1, 0) in every and (4, 0, 0) in every
 
 
-def test_gp_global_step_takes_the_lowest_predicted_time(monkeypatch):
+def test_gp_global_step_takes_the_lowest_predicted_time():
     """The global step ("mean") goes where the model expects the fastest point, next to
     the measured optimum; expected improvement ("ei") prefers an unexplored far corner."""
     space = SearchSpace.from_dict({"knobs": {"x": {"values": list(range(40))}}})
-    search = Search(space, "gp", seed=7)
-    for x in (10, 12, 14, 16, 18):
-        search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
-    assert len(search.visited) % 2 == 1
-    search.add_history({"x": 20}, 2.2)  # even count: the next step is global
-    assert search._gp_proposal() in ((13,), (15,))
-    monkeypatch.setattr("autotune.search.GLOBAL_STEP", "ei")
-    assert search._gp_proposal()[0] > 25  # type: ignore[index]
+    proposals = []
+    for step in ("mean", "ei"):
+        search = Search(space, "gp", seed=7, options=SearchOptions(global_step=step))
+        for x in (10, 12, 14, 16, 18):
+            search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
+        assert len(search.visited) % 2 == 1
+        search.add_history({"x": 20}, 2.2)  # even count: the next step is global
+        proposals.append(search._gp_proposal())
+    assert proposals[0] in ((13,), (15,))
+    assert proposals[1][0] > 25  # type: ignore[index]
 
 
 def test_gp_start_points_split_each_switch_evenly():
@@ -464,6 +466,51 @@ def test_gp_local_step_moves_a_knob_to_a_power_of_two_first():
     search.add_history({"block": 32, "tile": 2}, 2.0)
     search.add_history({"block": 64, "tile": 2}, 2.0)
     assert len(search._local_candidates()) == 13 + 3  # other blocks, other tiles
+
+
+def test_knobs_that_name_choices_can_be_categorical():
+    """A knob with values 0..k-1 (a method) is ordinal by default, so its 1 and 2 count
+    as powers of two; as categorical it has none, every value shows up in the start
+    points, every other value is a switch move and the model sees it one-hot."""
+    knobs = {
+        "method": {"values": [0, 1, 2, 3]},
+        "block": {"values": [32, 64, 96, 128]},
+        "s": {"values": [0, 1]},
+    }
+    space = SearchSpace.from_dict({"knobs": knobs})
+    assert Search(space, "gp", seed=1).powers_of_two[0] == [1, 2]
+    search = Search(space, "gp", seed=1, options=SearchOptions(enumerations="categorical"))
+    assert search.choices == {0} and search.powers_of_two[0] is None and search.powers_of_two[1] == [0, 1, 3]
+    starts = []
+    for _ in range(8):
+        point = search._start_point()
+        assert point is not None
+        search.add_history(search.decode(search._params(point)), 5.0 + len(starts))
+        starts.append(point)
+    assert sorted(p[0] for p in starts) == [0, 0, 1, 1, 2, 2, 3, 3]
+    search.add_history({"method": 2, "block": 64, "s": 0}, 1.0)  # nine: the next step is local
+    moves = {p for p in search._local_candidates() if p[1:] == (1, 0)}
+    assert moves == {(m, 1, 0) for m in (0, 1, 3)} - set(search.visited)
+    # one-hot method; block scaled and its power-of-two flag; s and its own flag
+    assert search._features([(2, 1, 0)]).tolist() == [[0, 0, 1, 0, 1 / 3, 1, 0, 0]]
+
+
+def test_a_stalled_search_explores_with_its_global_steps():
+    """After `stall_after` evaluations without a 1% gain the global step is expected
+    improvement (or a random point) until the best time improves again."""
+    space = SearchSpace.from_dict({"knobs": {"x": {"values": list(range(40))}}})
+    for step, far in (("ei", 25), ("random", -1)):
+        options = SearchOptions(stall_after=3, stall_step=step)
+        search = Search(space, "gp", seed=7, options=options)
+        for x in (10, 12, 14, 16, 18):
+            search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
+        search.add_history({"x": 20}, 2.2)  # the best (x = 14) came 3 evaluations ago
+        assert search._stalled()
+        proposal = search._gp_proposal()
+        assert proposal is not None and (proposal[0] > far if step == "ei" else search._usable(proposal))
+        search.add_history({"x": 13}, 0.5)
+        assert not search._stalled()
+        assert search._gp_proposal() != proposal or step == "random"
 
 
 def test_genetic_steps_combine_the_knobs_of_two_good_points():
@@ -841,3 +888,16 @@ def test_a_process_that_lost_its_run_neither_renews_nor_ends_it(tmp_path, monkey
         assert state == "finished"
     finally:
         store.close()
+
+
+def test_gp_settings_are_one_options_object_read_from_text():
+    """Bench scripts pass settings explicitly: nothing module-wide is overwritten."""
+    assert SearchOptions.parse("") == SearchOptions()
+    options = SearchOptions.parse("global_step=ei, switches_first=off,genetic_every=4,pow2_share=0.75")
+    assert (options.global_step, options.switches_first, options.genetic_every) == ("ei", False, 4)
+    assert options.pow2_share == 0.75
+    assert options.describe() == "pow2_share=0.75,global_step=ei,switches_first=False,genetic_every=4"
+    assert SearchOptions.parse(options.describe()) == options
+    for bad in ("nope=1", "genetic_every=x", "switches_first=maybe", "global_step=lcb", "genetic_every"):
+        with pytest.raises(UsageError):
+            SearchOptions.parse(bad)

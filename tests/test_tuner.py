@@ -9,6 +9,7 @@ import pytest
 from autotune.devices import device_info
 from autotune.families.landscape import LandscapeEvaluator, LandscapeFamily, LandscapeProblem
 from autotune.replay import load, replay_once
+from autotune.search import SearchOptions
 from autotune.store import Store
 from autotune.tune import Budget, Tuner
 from tests.test_replay import synthetic
@@ -21,7 +22,7 @@ def family(tmp_path_factory):
     return LandscapeFamily(load(synthetic(tmp_path_factory.mktemp("landscape") / "bowl.json.gz")))
 
 
-def tune(family, store, trials=30, sampler="gp", seed=0, listener=None, fresh=False):
+def tune(family, store, trials=30, sampler="gp", seed=0, listener=None, fresh=False, options=None):
     evaluator = LandscapeEvaluator(family, device_info(0))
     tuner = Tuner(
         store,
@@ -35,6 +36,7 @@ def tune(family, store, trials=30, sampler="gp", seed=0, listener=None, fresh=Fa
         listener=listener,
         fresh=fresh,
         evaluator=evaluator,
+        search_options=options,
     )
     return tuner, tuner.run(), evaluator
 
@@ -60,6 +62,14 @@ def test_the_loop_asks_what_the_engine_replays(family, tmp_path, sampler, seed):
     (best, _, row) = store.best()[0]
     assert row.family == "landscape" and row.fields == {"name": "bowl"}
     assert best.time_ms == result.best_ms == min(t.time_ms for t in trials if t.time_ms is not None)
+
+
+def test_the_loop_passes_the_gp_settings_to_the_engine(family, tmp_path):
+    options = SearchOptions(stall_after=6, global_step="ei")
+    store = Store(f"sqlite:///{tmp_path / 'tune.db'}")
+    tuner, _, _ = tune(family, store, trials=30, seed=3, options=options)
+    trials = [t for t in store.trials(run_id=tuner.run_id) if t.origin == "sampler"]
+    assert running_best(trials) == replay_once(family.landscape, "gp", 30, 3, options).best_after
 
 
 def test_the_same_search_is_reported_and_a_fresh_one_goes_on_from_the_store(family, tmp_path):

@@ -30,7 +30,7 @@ from autotune.errors import AutotuneError
 from autotune.evaluate import Evaluator
 from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
-from autotune.search import DEFAULT_SAMPLER, Search
+from autotune.search import DEFAULT_SAMPLER, Search, SearchOptions
 from autotune.space import Config
 from autotune.store import Store, config_key, lease_owner, now
 from autotune.tune.ledger import Ledger
@@ -139,9 +139,11 @@ class Tuner:
         compilers: int | None = None,
         evaluator: Any = None,
         warm_start: int = WARM_START,
+        search_options: SearchOptions | None = None,
     ) -> None:
         """`evaluator`: what measures (default: an Evaluator on the device, in a worker
-        process); anything with `device`, `evaluate` and `measure` will do."""
+        process); anything with `device`, `evaluate` and `measure` will do.
+        `search_options`: the `gp` sampler's settings (default: `SearchOptions()`)."""
         self.store = store
         self.device_index = device_index
         self.device = device
@@ -166,6 +168,7 @@ class Tuner:
         self.warm_start = warm_start
         self.owner = lease_owner()
         self.lease_lost = False
+        self.search_options = search_options
 
     # -- the run ----------------------------------------------------------------
 
@@ -290,6 +293,7 @@ class Tuner:
             self.sampler,
             self.seed + _seed_offset(problem),
             valid=lambda c: not family.violations(c, problem, self.device),
+            options=self.search_options,
         )
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""What one proposal of a sampler costs, against how many points are measured already.
+
+    python bench/sampler_overhead.py [--landscapes ../shared/landscapes/*.json.gz]
+                                     [--samplers gp] [--points 50,200,1000] [--asks 10]
+                                     [--seed 0] [--gp SETTINGS]
+
+For each landscape and count N, the search is given N measured points of the landscape
+(random valid points, as history), then asked for `--asks` points in turn, each told its
+measured time before the next ask. Reported: the median and the largest seconds per
+ask (CPU time of this process, so other load on the machine counts little). The `gp`
+steps alternate (local, global), so the median covers both. The first ask also lists
+the valid points of the space (once per search), so the largest is often that one.
+Threaded BLAS on a busy machine costs far more than the arithmetic: compare with
+`OPENBLAS_NUM_THREADS=1`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from autotune.replay import load
+from autotune.search import Search, SearchOptions
+
+
+def main() -> int:
+    here = Path(__file__).resolve().parent.parent
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--landscapes", nargs="*", default=sorted(glob.glob(str(here.parent / "shared/landscapes/*.json.gz")))
+    )
+    parser.add_argument("--samplers", default="gp")
+    parser.add_argument("--points", default="50,200,1000")
+    parser.add_argument("--asks", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gp", default="", help="gp settings, key=value,... (autotune.search.SearchOptions)")
+    args = parser.parse_args()
+    options = SearchOptions.parse(args.gp)
+    counts = [int(n) for n in args.points.split(",")]
+    print(f"seconds per ask (CPU), median / largest of {args.asks} asks after N measured points")
+    print(f"{'; gp: ' + options.describe() if options.describe() else ''}\n")
+    heads = " | ".join(f"N = {n}" for n in counts)
+    print(f"| landscape | valid points | sampler | {heads} |")
+    print("|---|---|---|" + "---|" * len(counts))
+    worst = 0.0
+    for path in args.landscapes:
+        landscape = load(path)
+        names = list(landscape.space.knobs)
+        valid = sorted(landscape.values, key=str)
+        for sampler in args.samplers.split(","):
+            cells = []
+            for n in counts:
+                rng = random.Random(args.seed)
+                search = Search(
+                    landscape.space,
+                    sampler,
+                    args.seed,
+                    valid=lambda c, landscape=landscape: landscape.look_up(c)[0],
+                    options=options,
+                )
+                for point in rng.sample(valid, min(n, len(valid))):
+                    search.add_history(dict(zip(names, point, strict=True)), landscape.values[point])
+                spent = []
+                for _ in range(args.asks):
+                    start = time.process_time()
+                    asked = search.ask()
+                    spent.append(time.process_time() - start)
+                    if asked is None:
+                        break
+                    trial, config = asked
+                    search.tell(trial, landscape.look_up(config)[1])
+                worst = max(worst, max(spent))
+                cells.append(f"{statistics.median(spent):.3f} / {max(spent):.3f}")
+            print(f"| {Path(path).name} | {len(valid)} | {sampler} | {' | '.join(cells)} |", flush=True)
+    print(f"\nlargest: {worst:.3f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

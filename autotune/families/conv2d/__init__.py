@@ -25,6 +25,7 @@ from autotune.families.conv2d.render import (
     generate,
     literal_filter,
 )
+from autotune.families.image import LAUNCH
 from autotune.space import Config
 
 # What exported kernels look like to a host program (DESIGN.md's kernel ABI).
@@ -37,7 +38,6 @@ ABI = (
     "const int out_height",
     "const int filter_width",
 )
-LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y"
 
 
 class Conv2D(KernelFamily):

@@ -9,37 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from autotune.families.base import Problem
-
-FLOAT32_EPS = float(np.finfo(np.float32).eps)
-
-
-class ValidImage:
-    """What a 'valid' filtering of an image by an F x F filter has in any family: the
-    input is the output grown by F - 1 each way; one output per launch point."""
-
-    filter_width: int
-    out_width: int
-    out_height: int
-
-    @property
-    def in_width(self) -> int:
-        return self.out_width + self.filter_width - 1
-
-    @property
-    def in_height(self) -> int:
-        return self.out_height + self.filter_width - 1
-
-    @property
-    def min_bytes(self) -> int:
-        return 4 * (self.in_width * self.in_height + self.out_width * self.out_height)
-
-    @property
-    def launch_extent(self) -> tuple[int, int]:
-        return (self.out_width, self.out_height)
-
-    @property
-    def output_shape(self) -> tuple[int, int]:
-        return (self.out_height, self.out_width)
+from autotune.families.image import FLOAT32_EPS, ValidImage
 
 
 @dataclass(frozen=True)

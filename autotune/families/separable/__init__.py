@@ -16,9 +16,9 @@ import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
-from autotune.families.conv2d import LAUNCH
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
+from autotune.families.image import LAUNCH
 from autotune.families.separable.problem import MAX_RANK, SeparableProblem
 from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_rank, generate, literal_taps
 from autotune.families.separable.terms import separable_terms

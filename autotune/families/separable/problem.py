@@ -9,7 +9,8 @@ from typing import ClassVar
 import numpy as np
 
 from autotune.families.base import Problem
-from autotune.families.conv2d.problem import FLOAT32_EPS, ValidImage, correlate_valid
+from autotune.families.conv2d.problem import correlate_valid
+from autotune.families.image import FLOAT32_EPS, ValidImage
 
 MAX_RANK = 8
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-FLOAT32_EPS = float(np.finfo(np.float32).eps)
+from autotune.families.image import FLOAT32_EPS
 
 
 def separable_terms(filt: np.ndarray, max_rank: int) -> tuple[np.ndarray, np.ndarray] | None:

@@ -33,7 +33,6 @@ import math
 import random
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ import optuna
 
 from autotune import surrogate
 from autotune.errors import UsageError
+from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 
 SAMPLERS = ("gp", "tpe-local", "tpe", "random", "cmaes", "grid")
@@ -49,77 +49,6 @@ STARTUP_TRIALS = 10  # TPE's random start (tpe, tpe-local)
 ENUMERATE_LIMIT = 50_000  # spaces up to this size score every point; larger ones a sample
 CANDIDATE_SAMPLE = 4_000
 MAX_ASKS = 10_000
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """Settings of the `gp` sampler, passed to `Search`; the defaults are those of
-    `autotune search`. `SearchOptions.parse("global_step=ei,genetic_every=4")` reads
-    them from text (bench scripts)."""
-
-    startup_trials: int = 10  # random start points before the model
-    pow2_share: float = 0.5  # start points: share of mixed knobs drawn from their powers of two
-    # The surrogate sees at most this many points, the fastest first. 100 keeps a proposal
-    # under 0.07 s (median) at 1000 measured points, where 300 took 0.3-0.4 s (BENCHMARKS.md).
-    model_points: int = 100
-    global_step: str = "mean"  # "mean" (lowest predicted time) or "ei" (expected improvement)
-    switches_first: bool = True  # the local step tries the best point's switch moves first
-    genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
-    genetic_pool: int = 20  # parents come from this many best points
-    # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a
-    # variant), not sizes. "ordinal": treated like any numeric knob (their 1 and 2 count
-    # as powers of two). "categorical": no power-of-two treatment, every value in the start
-    # points, every other value a switch move of the local step, one-hot in the model.
-    enumerations: str = "ordinal"
-    # Stalls: after `stall_after` evaluations (0: never) in which the best time did not
-    # improve by `stall_gain` (relative), the global steps explore until it does:
-    # "ei" (expected improvement over the whole space) or "random" (a random start point).
-    # 12 and "ei" were chosen on held-out landscapes (BENCHMARKS.md).
-    stall_after: int = 12
-    stall_gain: float = 0.01
-    stall_step: str = "ei"
-
-    def __post_init__(self) -> None:
-        if self.global_step not in ("mean", "ei"):
-            raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
-        if self.stall_step not in ("ei", "random"):
-            raise UsageError(f"stall_step must be ei or random, not {self.stall_step!r}")
-        if self.enumerations not in ("ordinal", "categorical"):
-            raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
-        if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
-            raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
-
-    @classmethod
-    def parse(cls, text: str) -> SearchOptions:
-        """`key=value` pairs separated by commas; unnamed settings keep their defaults."""
-        settings: dict[str, Any] = {}
-        kinds = {f.name: f.type for f in fields(cls)}
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            key, sep, value = item.partition("=")
-            key = key.strip()
-            if not sep or key not in kinds:
-                raise UsageError(f"bad gp setting {item!r} (settings: {', '.join(kinds)})")
-            kind = kinds[key]
-            try:
-                if kind == "bool":
-                    if value.strip().lower() not in ("1", "0", "true", "false", "on", "off"):
-                        raise ValueError(value)
-                    settings[key] = value.strip().lower() in ("1", "true", "on")
-                else:
-                    settings[key] = {"int": int, "float": float, "str": str}[kind](value.strip())
-            except ValueError:
-                raise UsageError(f"bad value for gp setting {key}: {value!r}") from None
-        return cls(**settings)
-
-    def describe(self) -> str:
-        """The settings that differ from the defaults, as `parse` reads them."""
-        default = SearchOptions()
-        changed = [
-            f"{f.name}={getattr(self, f.name)}"
-            for f in fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
-        ]
-        return ",".join(changed)
 
 
 optuna.logging.set_verbosity(logging.ERROR)

@@ -901,3 +901,37 @@ def test_gp_settings_are_one_options_object_read_from_text():
     for bad in ("nope=1", "genetic_every=x", "switches_first=maybe", "global_step=lcb", "genetic_every"):
         with pytest.raises(UsageError):
             SearchOptions.parse(bad)
+
+
+DAMAGE = [
+    "UPDATE autotune_trials SET config = '{not json' WHERE id = 3",
+    "UPDATE autotune_trials SET time_ms = 'abc' WHERE id = 4",
+    "UPDATE autotune_trials SET problem_id = 99 WHERE id = 5",
+    "UPDATE autotune_trials SET created_at = 'junk' WHERE id = 6",
+    "UPDATE autotune_runs SET started_at = 'junk'",
+    "UPDATE autotune_best SET config = '{not json' WHERE problem_id = 1",
+    "UPDATE autotune_problems SET key = '{bad' WHERE id = 2",
+]
+
+
+def test_damaged_rows_break_no_command(tmp_path):
+    """Rows edited by hand or damaged (config not JSON, a time that is text, a dangling
+    problem id, junk timestamps, an unreadable problem key) are shown as they are or
+    left out: no command that reads them fails, and a search of another width runs."""
+    path = tmp_path / "tune.db"
+    cli_json("search", *SMALL, "-f", "3,5", "--trials", "4", "--sampler", "random", "--db", db_url(path))
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA foreign_keys = OFF")
+        for statement in DAMAGE:
+            assert connection.execute(statement).rowcount >= 1, statement
+    for command in (["best"], ["history"], ["show", "1"], ["best", "-d", "0", "-f", "3"]):
+        for as_json in ([], ["--json"]):
+            result = run_cli(*command, *as_json, "--db", db_url(path))
+            assert result.returncode == 0, (command, result.stderr)
+            assert "internal error" not in result.stderr
+    shown = cli_json("show", "1", "--db", db_url(path))["trials"]
+    damaged = {t["trial_id"]: t for t in shown}
+    assert damaged[3]["config"] == "{not json" and damaged[4]["time_ms"] is None
+    assert damaged[5]["problem"] == "?"
+    again = run_cli("search", *SMALL, "-f", "7", "--trials", "2", "--db", db_url(path))
+    assert again.returncode == 0, again.stderr

@@ -170,7 +170,7 @@ def best(
                 continue
             if ranks and key.get("rank") not in ranks:
                 continue
-            config = family.read_config(row.config) or json.loads(row.config)
+            config = family.read_config(row.config) or _stored_config(row.config)
             choice = Choice(
                 config, problem, "exact", row.time_ms, problem.size, device.name, trial_id=row.trial_id
             )
@@ -198,11 +198,31 @@ def best(
             r["device"]["name"],
             r["problem"],
             "x".join(map(str, r["image_size"])),
-            f"{r['time_ms']:.4f}",
-            f"{r['gflops']:.1f}",
+            f"{r['time_ms']:.4f}" if r["time_ms"] else "-",
+            f"{r['gflops']:.1f}" if r["gflops"] else "-",
         )
     console.print(table)
     print_configs((r["problem"], r["config"]) for r in records)
+
+
+def _stored_config(text: str) -> Any:
+    """A stored config as JSON, or its text where a damaged row holds no JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return text
+
+
+def _readable_kind(row: Any) -> tuple[str, dict[str, Any]]:
+    """A problem row's label and kind fields; "?" for a missing or damaged row."""
+    from autotune.families import get_family
+
+    try:
+        family = get_family(row.family)
+        problem = family.problem(row.fields)
+    except (AttributeError, TypeError, AutotuneError):
+        return "?", {}
+    return family.describe_kind(problem.kind()), problem.kind()
 
 
 @click.command()
@@ -220,21 +240,25 @@ def history(db_url: str | None, as_json: bool) -> None:
         # what `search` counts: points measured (or answered from the database), not
         # the re-timings of the top few nor points rejected before compiling
         trials = [t for t in every if t.origin != Origin.RETIME and t.status != Status.INVALID]
-        family = get_family(run.family)
-        problems = [family.problem(key) for key in run.problem_keys]
+        try:
+            family = get_family(run.family)
+            problems = [family.problem(key) for key in run.problem_keys]
+            labels = [family.describe_kind(p.kind()) for p in problems]
+        except (ValueError, TypeError, AttributeError, AutotuneError):  # a damaged row
+            problems, labels = [], ["?"]
         records.append(
             {
                 "run_id": run.id,
                 "device": device_record(device),
                 "family": run.family,
-                "problems": [family.describe_kind(p.kind()) for p in problems],
+                "problems": labels,
                 "image_size": list(problems[0].size) if problems else None,
                 "sampler": run.sampler,
                 "seed": run.seed,
                 "trials_budget": run.trials_budget,
                 "time_budget_s": run.time_budget_s,
                 "status": run.status,
-                "started_at": run.started_at.isoformat(),
+                "started_at": run.started_at and run.started_at.isoformat(),
                 "finished_at": run.finished_at and run.finished_at.isoformat(),
                 "trials": len(trials),
                 "ok": sum(t.status == "ok" for t in trials),
@@ -268,7 +292,7 @@ def history(db_url: str | None, as_json: bool) -> None:
             r["status"],
             str(r["trials"]),
             str(r["ok"]),
-            r["started_at"][:19],
+            (r["started_at"] or "?")[:19],
         )
     console.print(table)
 
@@ -279,7 +303,6 @@ def history(db_url: str | None, as_json: bool) -> None:
 @json_option
 def show(run_id: int, db_url: str | None, as_json: bool) -> None:
     """Every trial of one run, failures with the reason."""
-    from autotune.families import get_family
 
     store = open_store(db_url, read_only=True)
     if store.run(run_id) is None:
@@ -287,13 +310,12 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
     problems = store.problems()
     records = []
     for t in store.trials(run_id=run_id):
-        row = problems[t.problem_id]
-        family = get_family(row.family)
+        kind = _readable_kind(problems.get(t.problem_id))
         records.append(
             {
                 "trial_id": t.id,
-                "problem": family.describe_kind(family.problem(row.fields).kind()),
-                **{k: v for k, v in row.fields.items() if k not in family.problem_type.size_fields},
+                "problem": kind[0],
+                **kind[1],
                 "origin": t.origin,
                 "status": t.status,
                 "time_ms": t.time_ms,
@@ -301,7 +323,7 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
                 "max_ms": t.max_ms,
                 "runs": t.runs,
                 "compile_ms": t.compile_ms,
-                "config": json.loads(t.config),
+                "config": _stored_config(t.config),
                 "error": t.error,
             }
         )
@@ -319,7 +341,7 @@ def show(run_id: int, db_url: str | None, as_json: bool) -> None:
             r["origin"],
             r["status"],
             f"{r['time_ms']:.4f}" if r["time_ms"] else "-",
-            json.dumps(r["config"], separators=(",", ":")),
+            json.dumps(r["config"], separators=(",", ":")) if isinstance(r["config"], dict) else r["config"],
             why,
         )
     console.print(table)

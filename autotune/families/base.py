@@ -183,12 +183,12 @@ class KernelFamily(ABC):
 
     def read_config(self, stored: str | Mapping[str, Any]) -> Config | None:
         """A stored config as today's space reads it (knobs added since take their
-        defaults); None for one written for another space."""
-        config = json.loads(stored) if isinstance(stored, str) else dict(stored)
+        defaults); None for one written for another space, or not a config at all."""
         try:
+            config = json.loads(stored) if isinstance(stored, str) else dict(stored)
             return self.space.complete(config)
-        except UsageError:
-            return None
+        except (UsageError, ValueError, TypeError, AttributeError):
+            return None  # another space's config, or a damaged row
 
     @abstractmethod
     def render(self, config: Config, problem: Problem, values: Any = None) -> KernelVariant:

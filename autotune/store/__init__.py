@@ -349,7 +349,9 @@ class Store:
             query = query.where(ProblemRow.family == family)
         with self.session() as s:
             rows = [tuple(row) for row in s.execute(query)]
-        rows.sort(key=lambda r: (r[1].id, r[2].family, tuple(r[2].fields.values())))
+        # A damaged row (problem key or config not JSON, no time) is left out, not fatal.
+        rows = [r for r in rows if r[2].fields is not None and r[0].time_ms and _json_object(r[0].config)]
+        rows.sort(key=lambda r: (r[1].id, r[2].family, tuple(map(str, r[2].fields.values()))))
         return rows  # type: ignore[return-value]
 
     def devices(self) -> list[Device]:
@@ -364,3 +366,10 @@ class Store:
         """The row of a device with this fingerprint; None if it never was tuned."""
         with self.session() as s:
             return s.scalar(sa.select(Device).filter_by(**fingerprint))
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, TypeError):
+        return False

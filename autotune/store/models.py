@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 VERSION_TABLE = "autotune_alembic_version"
 SCHEMA_HEAD = "0004"
@@ -31,8 +33,49 @@ def problem_key(key: dict[str, Any]) -> str:
     return json.dumps(key, separators=(",", ":"))
 
 
+class _Lenient(TypeDecorator):
+    """A column type whose unreadable stored values (a hand-edited or damaged row) read
+    as None instead of failing the whole query: one bad row must not break commands
+    that never needed it."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        inner = dialect.type_descriptor(self.impl_instance).result_processor(dialect, coltype)
+
+        def process(value: Any) -> Any:
+            try:
+                value = inner(value) if inner is not None else value
+            except (ValueError, TypeError, OverflowError):
+                return None
+            return self.check(value)
+
+        return process
+
+    def check(self, value: Any) -> Any:
+        return value
+
+
+class Timestamp(_Lenient):
+    impl = sa.DateTime
+
+    def check(self, value: Any) -> Any:
+        return value if value is None or isinstance(value, dt.datetime) else None
+
+
+class Milliseconds(_Lenient):
+    """A time or error measure: a finite number, else None."""
+
+    impl = sa.Float
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        return float(value)
+
+
 class Base(DeclarativeBase):
-    pass
+    type_annotation_map = {dt.datetime: Timestamp, float: Milliseconds}
 
 
 class Device(Base):
@@ -59,8 +102,13 @@ class ProblemRow(Base):
     key: Mapped[str] = mapped_column(sa.Text)
 
     @property
-    def fields(self) -> dict[str, Any]:
-        return json.loads(self.key)
+    def fields(self) -> dict[str, Any] | None:
+        """The key's fields; None for a key that is not a JSON object (a damaged row)."""
+        try:
+            fields = json.loads(self.key)
+        except (ValueError, TypeError):
+            return None
+        return fields if isinstance(fields, dict) else None
 
 
 class Run(Base):

@@ -58,6 +58,7 @@ class _Lenient(TypeDecorator):
 
 class Timestamp(_Lenient):
     impl = sa.DateTime
+    cache_ok = True
 
     def check(self, value: Any) -> Any:
         return value if value is None or isinstance(value, dt.datetime) else None
@@ -67,6 +68,7 @@ class Milliseconds(_Lenient):
     """A time or error measure: a finite number, else None."""
 
     impl = sa.Float
+    cache_ok = True
 
     def check(self, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

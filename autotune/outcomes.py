@@ -35,6 +35,12 @@ class Origin(enum.StrEnum):
         return self not in (Origin.CACHED, Origin.RETIME)
 
 
+def counts_as_trial(origin: str, status: str) -> bool:
+    """Whether a trial row counts toward a search's budget (and what `search` and
+    `history` report): not a re-timing, not a point rejected before compiling."""
+    return origin != Origin.RETIME and status != Status.INVALID
+
+
 @dataclass(frozen=True)
 class TimingPolicy:
     """When to stop repeating: enough runs and enough total time, or a cap."""

@@ -231,7 +231,7 @@ def _readable_kind(row: Any) -> tuple[str, dict[str, Any]]:
 def history(db_url: str | None, as_json: bool) -> None:
     """Past search runs."""
     from autotune.families import get_family
-    from autotune.outcomes import Origin, Status
+    from autotune.outcomes import Origin, counts_as_trial
 
     store = open_store(db_url, read_only=True)
     records = []
@@ -239,7 +239,7 @@ def history(db_url: str | None, as_json: bool) -> None:
         every = store.trials(run_id=run.id)
         # what `search` counts: points measured (or answered from the database), not
         # the re-timings of the top few nor points rejected before compiling
-        trials = [t for t in every if t.origin != Origin.RETIME and t.status != Status.INVALID]
+        trials = [t for t in every if counts_as_trial(t.origin, t.status)]
         try:
             family = get_family(run.family)
             problems = [family.problem(key) for key in run.problem_keys]

@@ -174,7 +174,7 @@ def export(
     if unknown or not formats:
         raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
     family = get_family(family_name)
-    if "header" in formats and family.name != "conv2d":
+    if "header" in formats and not family.writes_c_header:
         raise UsageError("--format header is written for the conv2d family only; use cl,json")
     widths = parse_filter_widths(widths_text) if widths_text else None
     ranks = parse_ranks(ranks_text)

@@ -141,6 +141,7 @@ class KernelFamily(ABC):
 
     name: ClassVar[str]
     algorithm: ClassVar[str]  # what `plan(...).algorithm` calls kernels of this family
+    writes_c_header: ClassVar[bool] = False  # `export --format header` (the C host header)
     space_file: ClassVar[str]  # under search_spaces/
     template: ClassVar[str]  # under templates/
     problem_type: ClassVar[type[Problem]]

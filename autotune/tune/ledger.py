@@ -9,7 +9,7 @@ from collections import Counter
 
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
-from autotune.outcomes import Measurement, Origin, Status
+from autotune.outcomes import Measurement, Origin, Status, counts_as_trial
 from autotune.space import Config
 from autotune.store import Store, Trial, config_key
 
@@ -91,7 +91,7 @@ class Ledger:
         run_id = self.run_id if run_id is None else run_id
         count, failures = 0, Counter[str]()
         for t in self.trials:
-            if t.run_id == run_id and t.origin != Origin.RETIME and t.status != Status.INVALID:
+            if t.run_id == run_id and counts_as_trial(t.origin, t.status):
                 count += 1
                 if t.status != Status.OK:
                     failures[t.status] += 1

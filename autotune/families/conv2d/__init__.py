@@ -25,7 +25,7 @@ from autotune.families.conv2d.render import (
     generate,
     literal_filter,
 )
-from autotune.families.image import LAUNCH
+from autotune.families.image import LAUNCH, shrink_work_group
 from autotune.space import Config
 
 # What exported kernels look like to a host program (DESIGN.md's kernel ABI).
@@ -42,6 +42,7 @@ ABI = (
 
 class Conv2D(KernelFamily):
     name: ClassVar[str] = "conv2d"
+    writes_c_header: ClassVar[bool] = True
     algorithm: ClassVar[str] = "direct"
     space_file: ClassVar[str] = SPACE_FILE
     template: ClassVar[str] = TEMPLATE_FILE
@@ -118,10 +119,7 @@ class Conv2D(KernelFamily):
         config = super().fallback(problem, device)
         if self.violations(config, problem, device):
             config["filter_space"] = "global"
-        while self.violations(config, problem, device) and (config["local_x"] > 1 or config["local_y"] > 1):
-            knob = "local_x" if config["local_x"] >= config["local_y"] else "local_y"
-            config[knob] = int(config[knob]) // 2
-        return config
+        return shrink_work_group(config, lambda c: bool(self.violations(c, problem, device)))
 
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
-from autotune.families.image import LAUNCH
+from autotune.families.image import LAUNCH, shrink_work_group
 from autotune.families.separable.problem import MAX_RANK, SeparableProblem
 from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_rank, generate, literal_taps
 from autotune.families.separable.terms import separable_terms
@@ -112,10 +112,7 @@ class Separable(KernelFamily):
     def fallback(self, problem: Problem, device: object) -> Config:
         """The space's fallback, its work-group halved until the device accepts it."""
         config = super().fallback(problem, device)
-        while self.violations(config, problem, device) and (config["local_x"] > 1 or config["local_y"] > 1):
-            knob = "local_x" if config["local_x"] >= config["local_y"] else "local_y"
-            config[knob] = int(config[knob]) // 2
-        return config
+        return shrink_work_group(config, lambda c: bool(self.violations(c, problem, device)))
 
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
         return {

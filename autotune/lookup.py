@@ -7,8 +7,11 @@ answered:
 1. `exact`: tuned on this device for this problem;
 2. `nearest_image_size`: tuned on this device for a problem of the same kind (the
    family's key without its size fields), the nearest size by element count;
-3. `same_vendor`: tuned for this kind on another device of the same vendor and type;
-4. `default`: the family's fallback config (for convolution a runtime-width kernel,
+3. `related_kind`: tuned on this device for a kind the family calls related (for
+   convolution: the same filter width with other pixel types or border), the nearest
+   kind, then the nearest size;
+4. `same_vendor`: tuned for this kind on another device of the same vendor and type;
+5. `default`: the family's fallback config (for convolution a runtime-width kernel,
    one program for every width never tuned).
 
 Every answer is checked against this device's limits before it is used. A best kernel
@@ -28,7 +31,7 @@ from autotune.families.base import size_distance
 from autotune.outcomes import Status
 from autotune.space import Config
 
-LEVELS = ("exact", "nearest_image_size", "same_vendor", "default")
+LEVELS = ("exact", "nearest_image_size", "related_kind", "same_vendor", "default")
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,20 @@ def resolve(
     rows: list[tuple[Any, Any, Any]], family: KernelFamily, problem: Problem, device: DeviceInfo
 ) -> Choice:
     """`rows` are (best, device, problem) rows from Store.best(); empty without a database."""
-    mine, others = [], []
+    mine, others, related = [], [], []
+    kind = problem.kind()
     for best, row_device, row_problem in rows:
         if row_problem.family != family.name:
             continue
         fields = row_problem.fields
-        if {k: v for k, v in fields.items() if k not in problem.size_fields} != problem.kind():
-            continue
+        row_kind = {k: v for k, v in fields.items() if k not in problem.size_fields}
+        kind_distance = None
+        if row_kind != kind:
+            if row_device.fingerprint != device.fingerprint:
+                continue
+            kind_distance = family.related_kind_distance(kind, row_kind)
+            if kind_distance is None:
+                continue
         config = family.read_config(best.config)
         if config is None or family.violations(config, problem, device):
             continue  # written for another space, or beyond this device's limits
@@ -79,7 +89,9 @@ def resolve(
             best.problem_id,
             best.trial_id,
         )
-        if row_device.fingerprint == device.fingerprint:
+        if kind_distance is not None:
+            related.append((kind_distance, choice))
+        elif row_device.fingerprint == device.fingerprint:
             mine.append(choice)
         elif row_device.vendor == device.vendor and row_device.type == device.type:
             others.append(choice)
@@ -87,6 +99,9 @@ def resolve(
         nearest = min(mine, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
         level = "exact" if nearest.tuned_size == problem.size else "nearest_image_size"
         return _with_level(nearest, level)
+    if related:
+        _, nearest = min(related, key=lambda r: (r[0], size_distance(r[1].tuned_size, problem.size)))  # type: ignore[arg-type]
+        return _with_level(nearest, "related_kind")
     if others:
         nearest = min(others, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
         return _with_level(nearest, "same_vendor")

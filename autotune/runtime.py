@@ -32,6 +32,7 @@ import numpy as np
 from autotune.devices import DeviceInfo, open_device
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.image import PIXEL_TYPES, border_name, pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
 from autotune.families.separable.terms import separable_terms
@@ -174,6 +175,44 @@ def _check_options(device: Any, db: Any) -> int:
     return device
 
 
+@dataclasses.dataclass(frozen=True)
+class Pixels:
+    """What a call reads and writes: the pixel types kernels see, the border of 'same'
+    output (`none`: 'valid'), and what the caller gets back."""
+
+    dtype: str = "float32"  # read by the kernel (PIXEL_TYPES)
+    out_dtype: str = "float32"  # written by the kernel (PIXEL_TYPES)
+    border: str = "none"
+    result: np.dtype = np.dtype(np.float32)  # returned (cast on the host where it is not out_dtype)
+
+    def kind(self) -> dict[str, str]:
+        return {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
+
+
+def pixels_of(dtype: Any, out_dtype: Any, mode: str, border: Any) -> Pixels:
+    """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
+    `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
+    output of the input type (rounded to nearest even and saturated for integer types,
+    as OpenCV's ddepth=-1)."""
+    if mode not in ("valid", "same"):
+        raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
+    dtype = np.dtype(dtype)
+    native = dtype.name if dtype.name in PIXEL_TYPES else "float32"  # others convert on the host
+    if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
+        result = dtype
+    else:
+        try:
+            result = np.dtype(out_dtype)
+        except TypeError:
+            result = None
+        if result not in (np.dtype(np.float32), dtype):
+            raise ValueError(
+                f"out_dtype must be 'float32' or 'same' (the image's {dtype.name}), got {out_dtype!r}"
+            )
+    out = result.name if result.name in PIXEL_TYPES and native == dtype.name else "float32"
+    return Pixels(native, out, "none" if mode == "valid" else border_name(border), result)
+
+
 def plan(
     image_shape: tuple[int, int],
     filter_width: int,
@@ -183,8 +222,12 @@ def plan(
     filter: Any = None,  # noqa: A002 - the name users expect
     algorithm: str = "auto",
     specialise: bool = False,
+    mode: str = "valid",
+    border: Any = "constant",
+    dtype: Any = np.float32,
+    out_dtype: Any = np.float32,
 ) -> Choice:
-    """The kernel `convolve` would use for a 'valid' output of this image shape.
+    """The kernel `convolve` would use for an image of this shape and dtype.
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
@@ -193,7 +236,8 @@ def plan(
     taps = None if filter is None else prepared_filter(filter, "valid", False)
     if taps is not None and taps.shape[0] != filter_width:
         raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
-    return _plan(image_shape, filter_width, info, db, taps, algorithm, specialise)[0]
+    pixels = pixels_of(dtype, out_dtype, mode, border)
+    return _plan(image_shape, filter_width, info, db, taps, algorithm, specialise, pixels)[0]
 
 
 def _plan(
@@ -204,14 +248,20 @@ def _plan(
     filt: np.ndarray | None,
     algorithm: str,
     specialise: bool,
+    pixels: Pixels = Pixels(),
 ) -> tuple[Choice, Any]:
     """The choice and the values its kernel takes for the filter: the filter itself, or
-    its separable terms (row_taps, column_taps)."""
+    its separable terms (row_taps, column_taps). The direct form reads and writes the
+    pixel types and border itself; the separable form runs 'valid' on float32 (the host
+    converts and pads for it)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    out_w, out_h = image_shape[1] - filter_width + 1, image_shape[0] - filter_width + 1
+    out_h, out_w = image_shape[0], image_shape[1]
+    if pixels.border == "none":
+        out_w, out_h = out_w - filter_width + 1, out_h - filter_width + 1
     rows = _tuned_rows(db)
-    direct = resolve(rows, CONV2D, Conv2DProblem(filter_width, out_w, out_h), info)
+    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind())
+    direct = resolve(rows, CONV2D, direct_problem, info)
     if algorithm == "direct":
         return dataclasses.replace(direct, reason="the direct form was asked for"), filt
     if filt is None:
@@ -269,10 +319,10 @@ def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: 
 
 
 def same_padding(width: int, flip: bool) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Zero rows and columns before and after an image for mode="same". scipy.ndimage
-    centres a filter of even width F on its tap F/2, and a flipped one
-    (ndimage.convolve) on tap F/2 of the unflipped filter: after the flip, tap F/2 - 1.
-    For odd widths both are the middle tap."""
+    """Rows and columns before and after an image for mode="same". scipy.ndimage
+    centres a filter of even width F on its tap F/2 (as cv2.filter2D's default
+    anchor), and a flipped one (ndimage.convolve) on tap F/2 of the unflipped filter:
+    after the flip, tap F/2 - 1. For odd widths both are the middle tap."""
     before = (width - 1) // 2 if flip else width // 2
     after = width - 1 - before
     return ((before, after), (before, after))
@@ -283,12 +333,24 @@ def check_image_shape(shape: tuple[int, ...], width: int) -> None:
         raise ValueError(f"image {shape} is smaller than the {width}x{width} filter ('valid' mode)")
 
 
+def _as_pixels(image: Any) -> np.ndarray:
+    """The image as kernels read it: its own dtype where they read that type, else
+    float32 (checked as `_as_image` does)."""
+    array = np.asarray(image)
+    if array.dtype.name in PIXEL_TYPES and array.ndim == 2 and array.size:
+        return np.ascontiguousarray(array)
+    return _as_image("image", array)
+
+
 def convolve(
     image: Any,
     filter: Any,  # noqa: A002 - the name users expect
     *,
     device: int | None = None,
     mode: str = "valid",
+    border: Any = "constant",
+    border_value: float = 0.0,
+    out_dtype: Any = np.float32,
     db: str | None = None,
     flip: bool = False,
     specialise: bool = False,
@@ -296,48 +358,75 @@ def convolve(
 ) -> np.ndarray:
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
 
-    mode="valid": output (H-F+1) x (W-F+1); mode="same": zero padding, output H x W,
-    aligned as scipy.ndimage.correlate(mode="constant"), or with flip=True as
-    scipy.ndimage.convolve(mode="constant"), for odd and even F. float32 arithmetic; NaN in,
-    NaN out. Where the tuned kernel has the filter compiled in, `specialise=True`
-    compiles it for this filter (one compile per filter); by default the fastest
-    measured kernel that reads the filter argument runs. `algorithm`: "auto" runs a
-    filter of low rank as separable terms where that form was measured faster here;
-    "direct" or "separable" decide (see `plan`).
+    mode="valid": output (H-F+1) x (W-F+1). mode="same": output H x W, past the edge
+    the image reads as `border` says, with OpenCV's and SciPy's names: "constant"
+    (`border_value`, 0 by default), "replicate" / "nearest", "reflect" (cv2
+    BORDER_REFLECT), "mirror" / "reflect_101" (cv2's default), "wrap" (or a
+    cv2.BORDER_* value); the filter's anchor is cv2.filter2D's default and
+    scipy.ndimage.correlate's (with flip=True, scipy.ndimage.convolve's), for odd and
+    even F. The direct kernel handles the border itself (no padded copy of the image).
+
+    Pixel types: uint8, uint16, int16, float16 and float32 images are read as they are
+    by the kernel; others are converted to float32 on the host (a finite float64 value
+    past float32's range is refused). Arithmetic is float32; NaN in, NaN out.
+    `out_dtype`: float32 (default), or "same" (-1, or the image's dtype) for output of
+    the image's type, rounded to nearest even and saturated (cv2's ddepth=-1).
+
+    Where the tuned kernel has the filter compiled in, `specialise=True` compiles it
+    for this filter (one compile per filter); by default the fastest measured kernel
+    that reads the filter argument runs. `algorithm`: "auto" runs a filter of low rank
+    as separable terms where that form was measured faster here; "direct" or
+    "separable" decide (see `plan`).
     """
-    image = _as_image("image", image)
+    pixels_in = _as_pixels(image)
     filt = prepared_filter(filter, mode, flip)
     width = filt.shape[0]
-    if mode == "same":
-        image = np.pad(image, same_padding(width, flip))
-    check_image_shape(image.shape, width)
+    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border)
+    if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
+        raise TypeError(f"border_value must be a number, got {border_value!r}")
+    padding = same_padding(width, flip)
+    if pixels.border == "none":
+        check_image_shape(pixels_in.shape, width)
+    elif pixels_in.size + 2 * width * sum(pixels_in.shape) > MAX_INDEXED:
+        # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
+        pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
+        pixels = dataclasses.replace(pixels, border="none")
     device_index = _check_options(device, db)
 
     import pyopencl as cl
 
     with _lock:
         info, context, queue = _context(device_index)
-        choice, values = _plan(image.shape, width, info, db, filt, algorithm, specialise)
+        choice, values = _plan(pixels_in.shape, width, info, db, filt, algorithm, specialise, pixels)
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
+    problem = choice.problem
+    if family is not CONV2D:
+        # The separable form runs 'valid' on float32: convert and pad on the host.
+        pixels_in = pixels_in.astype(np.float32)
+        if pixels.border != "none":
+            pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
     taps = family.value_arrays(values)
     mf = cl.mem_flags
-    tap_buffers = {
+    arguments: dict[str, Any] = {
         name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
         for name, a in taps.items()
     }
-    output = np.empty(choice.problem.output_shape, dtype=np.float32)
+    if getattr(problem, "same", False):
+        arguments.update(anchor=padding[0][0], border_value=border_value)
+    output = np.empty(problem.output_shape, dtype=problem.output_dtype)
     # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of
     # rows, each overlapping the next by F - 1 input rows.
-    for first, rows in _bands(image.shape, width):
-        band = dataclasses.replace(choice.problem, out_height=rows)
+    bands = [(0, output.shape[0])] if getattr(problem, "same", False) else _bands(pixels_in.shape, width)
+    overlap = 0 if getattr(problem, "same", False) else width - 1
+    for first, rows in bands:
+        band = dataclasses.replace(problem, out_height=rows)
+        band_input = pixels_in[first : first + rows + overlap]
         buffers = {
-            **tap_buffers,
-            "input": cl.Buffer(
-                context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image[first : first + rows + width - 1]
-            ),
-            "output": cl.Buffer(context, mf.WRITE_ONLY, size=rows * output.shape[1] * 4),
+            **arguments,
+            "input": cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input),
+            "output": cl.Buffer(context, mf.WRITE_ONLY, size=rows * output.shape[1] * output.itemsize),
         }
         with _lock:
             kernel.set_args(*family.arguments(variant, band, buffers))
@@ -345,7 +434,18 @@ def convolve(
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
         cl.enqueue_copy(queue, output[first : first + rows], buffers["output"])
         queue.finish()
-    return output
+    return _as_result(output, pixels.result)
+
+
+def _as_result(output: np.ndarray, result: np.dtype) -> np.ndarray:
+    """The kernel's output as the caller asked for it: integer types rounded to nearest
+    even and saturated, as the kernels do it themselves."""
+    if output.dtype == result:
+        return output
+    if result.kind in "iu":
+        info = np.iinfo(result)
+        return np.clip(np.rint(output), info.min, info.max).astype(result)
+    return output.astype(result)
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach

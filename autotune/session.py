@@ -51,8 +51,7 @@ class Session:
             for name, array in problem.inputs().items()
         }
         n_out = self.reference.size
-        self.blank = np.full(n_out + CANARY_ELEMENTS, np.nan, dtype=np.float32)
-        self.blank[n_out:] = CANARY_VALUE
+        self.blank, self.canary = _blank(problem.output_dtype, n_out)
         self.buffers["output"] = cl.Buffer(self.context, mf.READ_WRITE, size=self.blank.nbytes)
         self.problem = problem
 
@@ -84,7 +83,7 @@ class Session:
     def _verify(self, result: np.ndarray, compile_ms: float | None) -> Measurement | float:
         """The first run's output against the reference: a failure, or the max error."""
         n_out = self.reference.size
-        if not np.all(result[n_out:] == CANARY_VALUE):
+        if not np.all(result[n_out:] == self.canary):
             return Measurement(
                 Status.WRONG_RESULT, compile_ms=compile_ms, error="wrote past the end of the output buffer"
             )
@@ -159,6 +158,21 @@ class Session:
             max_error=verdict,
             times_ms=times,
         )
+
+
+def _blank(dtype: np.dtype, n_out: int) -> tuple[np.ndarray, Any]:
+    """What the output buffer holds before a first run, and the canary past its end.
+    Float outputs start as NaN, so an output never written fails verification; an
+    integer output starts as a byte pattern a correct kernel overwrites."""
+    if dtype.kind == "f":
+        blank = np.full(n_out + CANARY_ELEMENTS, np.nan, dtype=dtype)
+        canary = dtype.type(CANARY_VALUE if dtype.itemsize >= 4 else -7.25e3)
+    else:
+        pattern = np.full((n_out + CANARY_ELEMENTS) * dtype.itemsize, 0xA5, np.uint8)
+        blank = pattern.view(dtype)
+        canary = dtype.type(np.iinfo(dtype).max - 7)
+    blank[n_out:] = canary
+    return blank, canary
 
 
 def _time(launch: Any, policy: TimingPolicy) -> list[float]:

@@ -4,6 +4,7 @@ launch rule, no code from the autotune package."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -72,3 +73,44 @@ def scipy_valid(image: np.ndarray, filt: np.ndarray) -> np.ndarray:
     full = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode="constant")
     c = f // 2
     return full[c : c + image.shape[0] - f + 1, c : c + image.shape[1] - f + 1]
+
+
+def run_pixels_kernel(
+    variant: Any,
+    image: np.ndarray,
+    filt: np.ndarray,
+    out_dtype: np.dtype,
+    *,
+    anchor: int | None = None,
+    border_value: float = 0.0,
+) -> np.ndarray:
+    """Run a kernel of any pixel types, 'valid' (anchor None) or 'same' with a border,
+    through the ABI the export manifest documents; unwritten outputs keep a byte
+    pattern (NaN in float types)."""
+    context, queue = _opencl()
+    image = np.ascontiguousarray(image)
+    filt = np.ascontiguousarray(filt, dtype=np.float32)
+    f = filt.shape[0]
+    same = anchor is not None
+    out_h, out_w = image.shape if same else (image.shape[0] - f + 1, image.shape[1] - f + 1)
+    mf = cl.mem_flags
+    program = cl.Program(context, variant.source).build(options=list(variant.build_options))
+    kernel = cl.Kernel(program, variant.kernel_name)
+    output = np.frombuffer(np.full(out_h * out_w * np.dtype(out_dtype).itemsize, 0xFF, np.uint8), out_dtype)
+    output = output.reshape(out_h, out_w).copy()
+    buffers = [
+        cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image),
+        cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=filt),
+        cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output),
+    ]
+    scalars = [np.int32(n) for n in (image.shape[1], out_w, out_h, f)]
+    if same:
+        scalars += [np.int32(anchor), np.int32(anchor), np.float32(border_value)]
+    global_size = []
+    for out, work, local in zip((out_w, out_h), variant.work_per_item, variant.local_size, strict=True):
+        items = -(-out // work)
+        global_size.append(-(-items // local) * local)
+    kernel(queue, tuple(global_size), tuple(variant.local_size), *buffers, *scalars)
+    cl.enqueue_copy(queue, output, buffers[2])
+    queue.finish()
+    return output

@@ -15,6 +15,7 @@ from autotune.cli.options import (
     family_options,
     json_option,
     open_store,
+    parse_pixels,
     parse_ranks,
 )
 from autotune.cli.output import PlainTable, console, device_record, emit, print_configs
@@ -134,6 +135,9 @@ def best(
     size_text: str | None,
     family_name: str,
     ranks_text: str | None,
+    dtype: str,
+    out_dtype: str,
+    border: str,
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -155,7 +159,7 @@ def best(
     if device_index is not None and filter_width is not None:
         info = device_info(device_index)
         size = parse_image_size(size_text) if size_text else None
-        for kind in family.kinds([filter_width], ranks):
+        for kind in family.kinds([filter_width], ranks, parse_pixels(dtype, out_dtype, border)):
             choice = resolve_kind(store.best(), family, kind, info, size)
             records.append(_kernel_record(family, device_record(info), choice))
     else:

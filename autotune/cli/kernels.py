@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
+from autotune.cli.options import db_option, family_options, json_option, open_store, parse_pixels, parse_ranks
 from autotune.cli.output import device_record, emit
 from autotune.errors import AutotuneError, UsageError
 from autotune.files import write_file, write_files
@@ -130,9 +130,8 @@ def render(
 @click.option(
     "--format",
     "formats_text",
-    default="cl,json,header",
-    show_default=True,
-    help="Comma list of cl, json, header, t4.",
+    default=None,
+    help="Comma list of cl, json, header, t4 [default: cl,json and the C header of the kernels it holds].",
 )
 @db_option
 @click.option(
@@ -156,6 +155,9 @@ def export(
     filter_path: str | None,
     family_name: str,
     ranks_text: str | None,
+    dtype: str,
+    out_dtype: str,
+    border: str,
     as_json: bool,
 ) -> None:
     """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results.
@@ -166,14 +168,18 @@ def export(
     from autotune import export as exporting
     from autotune.devices import device_info
     from autotune.families import get_family
-    from autotune.families.conv2d.header import c_header
+    from autotune.families.conv2d.header import c_header, holds_in_header
     from autotune.families.conv2d.inputs import load_filter, parse_filter_widths, parse_image_size
 
+    asked_header = formats_text is not None and "header" in formats_text
+    formats_text = formats_text if formats_text is not None else "cl,json,header"
     formats = [f.strip() for f in formats_text.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
     family = get_family(family_name)
+    if not asked_header and not family.writes_c_header:
+        formats.remove("header")
     if "header" in formats and not family.writes_c_header:
         raise UsageError("--format header is written for the conv2d family only; use cl,json")
     widths = parse_filter_widths(widths_text) if widths_text else None
@@ -184,10 +190,13 @@ def export(
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url, read_only=True)
     info = device_info(device_index)
-    kinds = family.kinds(widths, ranks) if widths is not None else None
+    pixels = parse_pixels(dtype, out_dtype, border)
+    kinds = family.kinds(widths or [], ranks, pixels)
+    kinds = kinds if widths is not None else None
     values = {}
     if taps is not None:
         kind, given = family.values_of_filter(taps)
+        kind = {**kind, **pixels}
         values[family.describe_kind(kind)] = given
     chosen = exporting.choose(store, family, info, kinds, size, values)
     if set(values) - {family.describe_kind(e.problem.kind()) for e in chosen}:
@@ -205,11 +214,13 @@ def export(
             family, item.variant, out, info, item.problem, item.time_ms
         )
         files += [f for f, form in ((source, "cl"), (manifest_file, "json")) if form in formats]
-    if "header" in formats:
+    # Unasked, the header holds the kernels it can (float32 'valid' ones), if any.
+    in_header = chosen if asked_header else [e for e in chosen if holds_in_header(e.variant)]
+    if "header" in formats and in_header:
         header = c_header(
             [
                 (e.variant, exporting.manifest(family, e.variant, "", info, e.problem, e.time_ms))
-                for e in chosen
+                for e in in_header
             ]
         )
         files.append((out / "autotune_kernels.h", header))

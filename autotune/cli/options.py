@@ -65,7 +65,9 @@ def family_option(function: Any) -> Any:
 
 
 def family_options(function: Any) -> Any:
-    """--family and --rank: which kernel family, and the ranks a separable search tunes."""
+    """--family and --rank: which kernel family, and the ranks a separable search tunes;
+    --dtype, --out-dtype and --border: the pixels and border of its problems."""
+    function = pixel_options(function)
     function = click.option(
         "--rank",
         "ranks_text",
@@ -73,6 +75,55 @@ def family_options(function: Any) -> Any:
         help="Comma list of filter ranks (separable family) [default: 1].",
     )(function)
     return family_option(function)
+
+
+def pixel_options(function: Any) -> Any:
+    """--dtype, --out-dtype and --border: the pixel types and border of the problems."""
+    from autotune.families.image import BORDER_ALIASES, BORDERS, PIXEL_TYPES
+
+    for option in reversed(
+        (
+            click.option(
+                "--dtype",
+                "dtype",
+                type=click.Choice(list(PIXEL_TYPES)),
+                default="float32",
+                show_default=True,
+                help="Pixel type of the input image (conv2d).",
+            ),
+            click.option(
+                "--out-dtype",
+                "out_dtype",
+                type=click.Choice(["float32", "same"]),
+                default="float32",
+                show_default=True,
+                help="Pixel type of the output: float32, or the input's (rounded, saturated).",
+            ),
+            click.option(
+                "--border",
+                "border",
+                type=click.Choice([*BORDERS, *BORDER_ALIASES], case_sensitive=False),
+                default="none",
+                show_default=True,
+                help="none: 'valid' output; else 'same' output, read past the edge as named.",
+            ),
+        )
+    ):
+        function = option(function)
+    return function
+
+
+def parse_pixels(dtype: str, out_dtype: str, border: str) -> dict[str, str]:
+    """The problem fields --dtype, --out-dtype and --border name, where not the defaults."""
+    from autotune.families.image import border_name
+
+    pixels = {
+        "dtype": dtype,
+        "out_dtype": dtype if out_dtype == "same" else out_dtype,
+        "border": "none" if border.lower() == "none" else border_name(border),
+    }
+    defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none"}
+    return {k: v for k, v in pixels.items() if v != defaults[k]}
 
 
 def parse_ranks(text: str | None) -> list[int] | None:

@@ -81,10 +81,21 @@ class Problem(ABC):
 
     family: ClassVar[str]
     size_fields: ClassVar[tuple[str, ...]]  # the key fields that give the data's size
+    # Fields added after problems were stored: left out of the key at their default,
+    # so keys stored before them still name the same problems.
+    optional_fields: ClassVar[tuple[str, ...]] = ()
 
     def key(self) -> dict[str, Any]:
-        """The fields that name the problem in the store (everything but the seed)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "seed"}
+        """The fields that name the problem in the store (everything but the seed, and
+        optional fields at their defaults)."""
+        fields = [f for f in dataclasses.fields(self) if f.name != "seed"]
+        key = {f.name: getattr(self, f.name) for f in fields}
+        return {k: v for k, v in key.items() if not (k in self.optional_fields and v == _default(self, k))}
+
+    @property
+    def output_dtype(self) -> np.dtype:
+        """What the kernel writes (float32 unless the problem says otherwise)."""
+        return np.dtype(np.float32)
 
     @property
     def size(self) -> tuple[int, ...]:
@@ -154,12 +165,18 @@ class KernelFamily(ABC):
     def problem(self, key: Mapping[str, Any], seed: int = 0) -> Problem:
         """A problem from its stored key; a key this family does not know is bad input."""
         names = {f.name for f in dataclasses.fields(self.problem_type)} - {"seed"}
-        if set(key) != names:
+        if not names - set(self.problem_type.optional_fields) <= set(key) <= names:
             raise UsageError(f"a {self.name} problem has the fields {sorted(names)}, got {sorted(key)}")
         return self.problem_type(**key, seed=seed)  # type: ignore[call-arg]
 
-    def kinds(self, filter_widths: Sequence[int], ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
-        """The problem kinds a command line names (`-f 3,5 --rank 1,2`)."""
+    def kinds(
+        self,
+        filter_widths: Sequence[int],
+        ranks: Sequence[int] | None = None,
+        pixels: Mapping[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The problem kinds a command line names (`-f 3,5 --rank 1,2 --dtype uint8`);
+        `pixels`: dtype, out_dtype and border where they are not the defaults."""
         raise UsageError(f"the {self.name} family is not tuned from the command line")
 
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
@@ -200,7 +217,8 @@ class KernelFamily(ABC):
     @abstractmethod
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
         """Kernel arguments in the family's ABI order; `buffers` holds one device buffer
-        per name of `problem.inputs()`, and `output`."""
+        per name of `problem.inputs()`, and `output` (and may hold scalars a family
+        names, such as a caller's border value; the problem's own otherwise)."""
 
     def global_size(self, variant: KernelVariant, problem: Problem) -> tuple[int, ...]:
         return variant.global_size(problem.launch_extent)
@@ -236,6 +254,11 @@ class KernelFamily(ABC):
         """How far another kind's winners are from this kind's: nearer ones start first."""
         return 0.0
 
+    def related_kind_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float | None:
+        """How far another kind's tuned kernel is from a good guess for this kind (its
+        configs are points of the same space); None where it is no guess at all."""
+        return None
+
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
         """What a manifest adds for this family (its ABI, how to launch)."""
         return {}
@@ -251,6 +274,10 @@ class KernelFamily(ABC):
         """The config for a problem never tuned on a compatible device."""
         assert self.space.fallback is not None, f"{self.space_file} declares no [fallback]"
         return dict(self.space.fallback.config)
+
+
+def _default(problem: Problem, name: str) -> Any:
+    return next(f.default for f in dataclasses.fields(problem) if f.name == name)
 
 
 def size_distance(a: tuple[int, ...], b: tuple[int, ...]) -> float:

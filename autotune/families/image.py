@@ -1,5 +1,6 @@
-"""What every family that filters an image in 'valid' mode shares: the input is the
-output grown by F - 1 each way, one output per launch point, float32 rounding."""
+"""What every family that filters an image shares: pixel types, border modes, the
+'valid' geometry (the input is the output grown by F - 1 each way), one output per
+launch point, float32 rounding."""
 
 from __future__ import annotations
 
@@ -9,6 +10,94 @@ from typing import Any
 import numpy as np
 
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
+FLOAT16_EPS = float(np.finfo(np.float16).eps)
+
+# Pixel types a kernel reads and writes itself (NumPy name -> OpenCL C type); the
+# arithmetic is float32 whatever they are.
+PIXEL_TYPES = {"uint8": "uchar", "uint16": "ushort", "int16": "short", "float16": "half", "float32": "float"}
+
+# How 'same' output sees pixels past the image edge (`none`: 'valid' output, no border).
+# Names as OpenCV and SciPy use them, with each one's aliases.
+BORDERS = ("none", "constant", "replicate", "reflect", "mirror", "wrap")
+BORDER_ALIASES = {
+    "nearest": "replicate",  # scipy.ndimage
+    "edge": "replicate",  # numpy.pad
+    "symmetric": "reflect",  # numpy.pad: d c b a | a b c d
+    "reflect_101": "mirror",  # cv2.BORDER_REFLECT_101 (its default): d c b | a b c d
+    "reflect101": "mirror",
+    "default": "mirror",  # cv2.BORDER_DEFAULT
+    "grid-wrap": "wrap",
+    "grid-constant": "constant",
+}
+CV2_BORDERS = {0: "constant", 1: "replicate", 2: "reflect", 3: "wrap", 4: "mirror"}  # cv2.BORDER_* values
+NUMPY_PAD_MODES = {
+    "constant": "constant",
+    "replicate": "edge",
+    "reflect": "symmetric",
+    "mirror": "reflect",
+    "wrap": "wrap",
+}
+
+
+def border_name(border: object) -> str:
+    """The canonical name of a border mode given by any of its names (or a cv2.BORDER_*
+    value); ValueError for one we do not know."""
+    if isinstance(border, int) and not isinstance(border, bool) and border in CV2_BORDERS:
+        return CV2_BORDERS[border]
+    if isinstance(border, str):
+        name = border.lower().replace("border_", "")
+        name = BORDER_ALIASES.get(name, name)
+        if name in BORDERS and name != "none":
+            return name
+    names = ", ".join([*BORDERS[1:], *BORDER_ALIASES])
+    raise ValueError(f"border must be one of {names} (or a cv2.BORDER_* value), got {border!r}")
+
+
+def pixel_type(dtype: object) -> str:
+    """The pixel type name of a NumPy dtype (or name) kernels read and write; ValueError
+    for one they do not."""
+    try:
+        name = np.dtype(dtype).name  # type: ignore[call-overload]
+    except TypeError:
+        name = str(dtype)
+    if name not in PIXEL_TYPES:
+        raise ValueError(f"pixel type must be one of {', '.join(PIXEL_TYPES)}, got {dtype!r}")
+    return name
+
+
+def saturated(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values as an output of `dtype` holds them before rounding: clipped to an
+    integer type's range (OpenCV's saturate_cast), unchanged for float types."""
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        info = np.iinfo(kind)
+        return np.clip(values, info.min, info.max)
+    return values
+
+
+def rounding_error(reference: np.ndarray, dtype: str) -> float:
+    """The most that storing `reference` as `dtype` changes it: half a unit for integer
+    types (round to nearest), half an ulp of the largest value for float16."""
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        return 0.5
+    if kind == np.float16:
+        finite = reference[np.isfinite(reference)]
+        return float(np.abs(finite).max(initial=0.0)) * FLOAT16_EPS / 2 + 2.0**-25
+    return 0.0
+
+
+def pad_for_border(
+    image: np.ndarray, before: tuple[int, int], after: tuple[int, int], border: str, value: float = 0.0
+) -> np.ndarray:
+    """`image` grown by rows/columns before and after as `border` sees past its edge
+    (what a kernel with that border reads; for references and host fallbacks)."""
+    widths = ((before[0], after[0]), (before[1], after[1]))
+    if border == "constant":
+        return np.pad(image, widths, mode="constant", constant_values=value)
+    return np.pad(image, widths, mode=NUMPY_PAD_MODES[border])  # type: ignore[call-overload]
+
+
 LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y"
 
 

@@ -38,6 +38,9 @@ ABI = (
     "const int out_height",
     "const int filter_width",
 )
+# 'same' kernels (a border) take three more; their input and output are of the
+# manifest's `dtype` and `out_dtype` (OpenCL uchar, ushort, short, half or float).
+SAME_ABI = ("const int anchor_x", "const int anchor_y", "const float border_value")
 
 
 class Conv2D(KernelFamily):
@@ -56,17 +59,32 @@ class Conv2D(KernelFamily):
         "filter_space=literal compiles the filter's values into the kernel; give them with --filter FILE.npy"
     )
 
-    def kind(self, filter_width: int, dtype: str = "float32") -> dict[str, Any]:
-        """The problem kind of a filter width (its key without the output size)."""
-        return {"filter_width": filter_width, "dtype": dtype}
+    def kind(
+        self, filter_width: int, dtype: str = "float32", out_dtype: str = "float32", border: str = "none"
+    ) -> dict[str, Any]:
+        """The problem kind of a filter width, pixel types and border (its key without
+        the output size)."""
+        return Conv2DProblem(filter_width, 1, 1, dtype, out_dtype=out_dtype, border=border).kind()
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
-        return f"F={kind['filter_width']}"
+        """`F=5`, or with other pixels or a border `F=5 uint8->uint8 mirror`."""
+        words = [f"F={kind['filter_width']}"]
+        dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
+        if (dtype, out_dtype) != ("float32", "float32"):
+            words.append(f"{dtype}->{out_dtype}")
+        if kind.get("border", "none") != "none":
+            words.append(kind["border"])
+        return " ".join(words)
 
-    def kinds(self, filter_widths: Sequence[int], ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    def kinds(
+        self,
+        filter_widths: Sequence[int],
+        ranks: Sequence[int] | None = None,
+        pixels: Mapping[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
         if ranks:
             raise UsageError("--rank is for --family separable: the direct family runs any filter as it is")
-        return [self.kind(check_filter_width(width)) for width in filter_widths]
+        return [self.kind(check_filter_width(width), **(pixels or {})) for width in filter_widths]
 
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
         return self.kind(check_filter_width(filt.shape[0])), filt
@@ -86,6 +104,17 @@ class Conv2D(KernelFamily):
     def warm_start_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float:
         return abs(kind["filter_width"] - other["filter_width"])
 
+    def related_kind_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float | None:
+        """Kernels tuned for the same filter width with other pixel types or border: the
+        fewer of those that differ, the nearer (a border changes edge tiles only)."""
+        if kind["filter_width"] != other["filter_width"]:
+            return None
+        fields = ("dtype", "out_dtype", "border")
+        defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none"}
+        return sum(kind.get(f, defaults[f]) != other.get(f, defaults[f]) for f in fields) - 0.5 * (
+            kind.get("border", "none") != other.get("border", "none")
+        )
+
     def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
         return {"filter_width": key["filter_width"]}
 
@@ -95,12 +124,24 @@ class Conv2D(KernelFamily):
         assert isinstance(problem, Conv2DProblem)
         if values is None and literal_filter(config):
             values = problem.taps()
-        return generate(config, problem.filter_width, self.space, values)
+        return generate(
+            config,
+            problem.filter_width,
+            self.space,
+            values,
+            dtype=problem.dtype,
+            out_dtype=problem.out_dtype,
+            border=problem.border,
+        )
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
         assert isinstance(problem, Conv2DProblem)
         sizes = (problem.in_width, problem.out_width, problem.out_height, problem.filter_width)
-        return (buffers["input"], buffers["filter"], buffers["output"], *(np.int32(n) for n in sizes))
+        arguments = (buffers["input"], buffers["filter"], buffers["output"], *(np.int32(n) for n in sizes))
+        if problem.same:
+            anchor = np.int32(buffers.get("anchor", problem.anchor))
+            return (*arguments, anchor, anchor, np.float32(buffers.get("border_value", 0.0)))
+        return arguments
 
     def serves_any_data(self, config: Config) -> bool:
         return not literal_filter(config)
@@ -122,16 +163,25 @@ class Conv2D(KernelFamily):
         return shrink_work_group(config, lambda c: bool(self.violations(c, problem, device)))
 
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
+        key = variant.render_key
+        border = key.get("border", "none")
         return {
-            "filter_width": variant.render_key["filter_width"],
+            "filter_width": key["filter_width"],
+            "dtype": key.get("dtype", "float32"),
+            "out_dtype": key.get("out_dtype", "float32"),
+            # none: 'valid' output; else 'same' output, the image read past its edge this way
+            "border": border,
             # True: the taps are in the source and the filter argument is ignored.
             "filter_compiled_in": literal_filter(variant.config),
-            "arguments": list(ABI),
+            "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),
             "launch": LAUNCH,
         }
 
     def export_stem(self, variant: KernelVariant) -> str:
-        return f"convolve_f{variant.render_key['filter_width']}"
+        key = variant.render_key
+        if "border" not in key:
+            return f"convolve_f{key['filter_width']}"
+        return f"convolve_f{key['filter_width']}_{key['dtype']}_{key['out_dtype']}_{key['border']}"
 
 
 CONV2D = Conv2D()

@@ -1,4 +1,8 @@
-"""The convolution problem: key, seeded data, the float64 reference and its tolerance."""
+"""The convolution problem: key, seeded data, the float64 reference and its tolerance.
+
+Pixel types and borders are problem dimensions: a uint8 'same' problem with a mirror
+border is tuned apart from a float32 'valid' one (other bytes move, edge tiles take
+another path)."""
 
 from __future__ import annotations
 
@@ -8,32 +12,92 @@ from typing import ClassVar
 
 import numpy as np
 
+from autotune.errors import UsageError
 from autotune.families.base import Problem
-from autotune.families.image import FLOAT32_EPS, ValidImage
+from autotune.families.image import (
+    BORDERS,
+    FLOAT32_EPS,
+    PIXEL_TYPES,
+    ValidImage,
+    pad_for_border,
+    rounding_error,
+    saturated,
+)
 
 
 @dataclass(frozen=True)
 class Conv2DProblem(ValidImage, Problem):
-    """'valid' correlation of an (out + F - 1)-sized float32 image with an F x F filter."""
+    """Correlation of an image of pixel type `dtype` with an F x F float32 filter, into
+    `out_dtype` pixels: 'valid' (border `none`: the input is the output grown by F - 1)
+    or 'same' with a border (input and output of one size, the filter anchored at its
+    centre tap F // 2)."""
 
     family: ClassVar[str] = "conv2d"
     size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
+    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border")
 
     filter_width: int
     out_width: int
     out_height: int
     dtype: str = "float32"
     seed: int = 0
+    out_dtype: str = "float32"
+    border: str = "none"
+
+    def __post_init__(self) -> None:
+        for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype)):
+            if value not in PIXEL_TYPES:
+                raise UsageError(f"{name} must be one of {', '.join(PIXEL_TYPES)}, got {value!r}")
+        if self.border not in BORDERS:
+            raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {self.border!r}")
+
+    @property
+    def same(self) -> bool:
+        """'same' output: the input is as large as the output, edges read through the border."""
+        return self.border != "none"
+
+    @property
+    def in_width(self) -> int:
+        return self.out_width if self.same else self.out_width + self.filter_width - 1
+
+    @property
+    def in_height(self) -> int:
+        return self.out_height if self.same else self.out_height + self.filter_width - 1
+
+    @property
+    def anchor(self) -> int:
+        """The filter tap over the output pixel in 'same' output (cv2's default anchor)."""
+        return self.filter_width // 2
+
+    @property
+    def output_dtype(self) -> np.dtype:
+        return np.dtype(self.out_dtype)
+
+    @property
+    def min_bytes(self) -> int:
+        pixels_in, pixels_out = self.in_width * self.in_height, self.out_width * self.out_height
+        return np.dtype(self.dtype).itemsize * pixels_in + self.output_dtype.itemsize * pixels_out
 
     @property
     def flops(self) -> int:
         return 2 * self.filter_width**2 * self.out_width * self.out_height
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
-        """Seeded input image and filter, uniform in [-1, 1)."""
+        """Seeded input image and filter. Float pixels and the filter are uniform in
+        [-1, 1); integer pixels span their type, and for integer output the filter
+        sums to 1 (most outputs in range, some saturating at either end)."""
         rng = np.random.default_rng(self.seed)
-        image = rng.uniform(-1, 1, (self.in_height, self.in_width)).astype(np.float32)
+        shape = (self.in_height, self.in_width)
+        kind = np.dtype(self.dtype)
+        if kind.kind in "iu":
+            info = np.iinfo(kind)
+            image = rng.integers(info.min, info.max, shape, endpoint=True).astype(kind)
+        else:
+            image = rng.uniform(-1, 1, shape).astype(np.float32).astype(kind)
         filt = rng.uniform(-1, 1, (self.filter_width, self.filter_width)).astype(np.float32)
+        if self.output_dtype.kind in "iu":
+            filt = rng.uniform(-0.25, 1, filt.shape)
+            filt = (filt / filt.sum()).astype(np.float32)
         return image, filt
 
     def inputs(self) -> dict[str, np.ndarray]:
@@ -46,11 +110,15 @@ class Conv2DProblem(ValidImage, Problem):
 
     def reference(self) -> np.ndarray:
         image, filt = self.data()
-        return correlate_valid(image, filt)
+        if self.same:
+            before = (self.anchor, self.anchor)
+            after = (self.filter_width - 1 - self.anchor,) * 2
+            image = pad_for_border(image.astype(np.float64), before, after, self.border)
+        return saturated(correlate_valid(image, filt), self.out_dtype)
 
     def tolerance(self) -> float:
         image, filt = self.data()
-        return tolerance(image, filt)
+        return tolerance(image, filt) + rounding_error(self.reference(), self.out_dtype)
 
 
 @functools.lru_cache(maxsize=32)

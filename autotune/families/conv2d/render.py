@@ -16,6 +16,7 @@ import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelVariant
+from autotune.families.image import PIXEL_TYPES
 from autotune.families.rendering import float_literal, load_template
 from autotune.space import Config, SearchSpace
 
@@ -54,12 +55,20 @@ def _filter_rows(taps: Any, filter_width: int) -> list[str]:
 
 
 def generate(
-    config: Config, filter_width: int, space: SearchSpace | None = None, taps: Any = None
+    config: Config,
+    filter_width: int,
+    space: SearchSpace | None = None,
+    taps: Any = None,
+    *,
+    dtype: str = "float32",
+    out_dtype: str = "float32",
+    border: str = "none",
 ) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist.
 
     `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
-    other kernels read the filter argument and ignore it."""
+    other kernels read the filter argument and ignore it. `dtype` / `out_dtype`: the
+    pixel types read and written; `border`: `none` ('valid') or the 'same' border."""
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
@@ -91,7 +100,16 @@ def generate(
         # The __local tile's pitch is known when compiling; so is the column loop's step.
         tile_loads=_widest_read(config["image_vector"], tile_pitch),
         step_loads=_widest_read(4, config["vector"] * config["unroll"]) if config["unroll"] != "full" else 4,
+        pixel_type=PIXEL_TYPES[dtype],
+        out_type=PIXEL_TYPES[out_dtype],
+        border=border,
+        # Where the image rows a work-item reads start ('same' output shifts them by the anchor).
+        row_origin="y0" if border == "none" else "in_y0",
+        column_origin="x0" if border == "none" else "in_x0",
     )
+    render_key: dict[str, Any] = {"filter_width": filter_width}
+    if (dtype, out_dtype, border) != ("float32", "float32", "none"):
+        render_key.update(dtype=dtype, out_dtype=out_dtype, border=border)
     return KernelVariant(
         source=source,
         kernel_name=KERNEL_NAME,
@@ -100,5 +118,5 @@ def generate(
         build_options=(),
         config=dict(config),
         family="conv2d",
-        render_key={"filter_width": filter_width},
+        render_key=render_key,
     )

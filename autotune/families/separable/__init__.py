@@ -57,8 +57,18 @@ class Separable(KernelFamily):
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
         return f"F={kind['filter_width']},rank={kind['rank']}"
 
-    def kinds(self, filter_widths: Sequence[int], ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    def kinds(
+        self,
+        filter_widths: Sequence[int],
+        ranks: Sequence[int] | None = None,
+        pixels: Mapping[str, str] | None = None,
+    ) -> list[dict[str, Any]]:
         """Every width at every rank (rank 1 when none is given)."""
+        if pixels:
+            raise UsageError(
+                "--dtype, --out-dtype and --border are for the conv2d family: separable kernels read and "
+                "write float32 in 'valid' mode (convolve() converts and pads for them on the host)"
+            )
         return [
             self.kind(check_filter_width(w), check_rank(r)) for w in filter_widths for r in (ranks or [1])
         ]

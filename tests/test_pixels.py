@@ -1,0 +1,388 @@
+"""Real images: pixel types, output types and borders, against OpenCV and SciPy.
+
+Kernels run through tests/opencl_runner.py (the documented ABI, plain pyopencl) and
+`autotune.convolve()`; results are compared with cv2.filter2D and
+scipy.ndimage.correlate / convolve, equal to them after the same rounding: an integer
+output may differ by one only where the exact sum lies within float32 rounding of a
+half-way point.
+"""
+
+import itertools
+import json
+import random
+
+import cv2
+import numpy as np
+import pytest
+import scipy.ndimage as ndi
+
+import autotune
+from autotune.errors import UsageError
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.problem import tolerance
+from autotune.families.image import BORDERS, PIXEL_TYPES, border_name
+from tests.conftest import cli_json, run_cli
+from tests.opencl_runner import run_pixels_kernel
+
+SPACE = CONV2D.space
+SCIPY_MODES = {
+    "constant": "constant",
+    "replicate": "nearest",
+    "reflect": "reflect",
+    "mirror": "mirror",
+    "wrap": "wrap",
+}
+CV2_BORDERS = {
+    "constant": cv2.BORDER_CONSTANT,
+    "replicate": cv2.BORDER_REPLICATE,
+    "reflect": cv2.BORDER_REFLECT,
+    "mirror": cv2.BORDER_REFLECT_101,
+}  # cv2.filter2D has no BORDER_WRAP
+SAME_BORDERS = [b for b in BORDERS if b != "none"]
+NO_DB = "sqlite://"
+
+
+def image_of(dtype: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        info = np.iinfo(kind)
+        return rng.integers(info.min, info.max, shape, endpoint=True).astype(kind)
+    return rng.uniform(-1, 1, shape).astype(kind)
+
+
+def filter_of(width: int, rng: np.random.Generator, out_dtype: str) -> np.ndarray:
+    """Mixed signs; summing to 1 for integer output, so most outputs are in range."""
+    taps = rng.uniform(-0.25, 1, (width, width))
+    if np.dtype(out_dtype).kind in "iu":
+        taps /= taps.sum()
+    return taps.astype(np.float32)
+
+
+def scipy_reference(image: np.ndarray, filt: np.ndarray, border: str, value: float = 0.0, flip=False):
+    correlate = ndi.convolve if flip else ndi.correlate
+    return correlate(image.astype(np.float64), filt.astype(np.float64), mode=SCIPY_MODES[border], cval=value)
+
+
+def assert_matches(
+    got: np.ndarray, exact: np.ndarray, image: np.ndarray, filt: np.ndarray, what: str
+) -> None:
+    """`got` (of its own dtype) equals the float64 `exact` after the same rounding."""
+    error = tolerance(image.astype(np.float64), filt)
+    if got.dtype.kind in "iu":
+        info = np.iinfo(got.dtype)
+        rounded = np.clip(np.rint(exact), info.min, info.max)
+        difference = np.abs(got.astype(np.float64) - rounded)
+        halfway = np.abs(np.abs(exact - np.floor(exact)) - 0.5) <= error
+        bad = (difference > 1) | ((difference == 1) & ~halfway)
+        assert not bad.any(), f"{what}: got {got[bad][:5]}, exact {exact[bad][:5]}"
+    else:
+        if got.dtype == np.float16:
+            error += float(np.abs(exact).max(initial=0)) * 2.0**-11 + 2.0**-24
+        difference = np.abs(got.astype(np.float64) - exact)
+        assert np.all(np.isfinite(got)), f"{what}: unwritten or non-finite outputs"
+        assert difference.max() <= error, f"{what}: max error {difference.max()} > {error}"
+
+
+def random_config(rng: random.Random, problem: Conv2DProblem) -> dict:
+    while True:
+        config = {name: rng.choice(knob.values) for name, knob in SPACE.knobs.items()}
+        config["local_x"], config["local_y"] = min(config["local_x"], 16), min(config["local_y"], 16)
+        if not SPACE.violations(config, problem.key()):
+            return config
+
+
+# A seeded sample of pixel type x output type x border x filter width x image size x
+# config, and the edge cases beside it: every border with the tile in __local memory
+# and without, every alignment of the anchor with float4 reads, filters larger than
+# the image, 1x1 images.
+SAMPLE = random.Random(17)
+CASES = [
+    (
+        SAMPLE.choice(list(PIXEL_TYPES)),
+        SAMPLE.choice([False, True]),
+        SAMPLE.choice(BORDERS),
+        SAMPLE.choice([1, 2, 3, 4, 5, 8, 9]),
+        SAMPLE.choice([(1, 1), (2, 3), (7, 13), (13, 7), (31, 17), (67, 5)]),
+        seed,
+    )
+    for seed in range(40)
+]
+
+
+@pytest.mark.parametrize("dtype,same_out,border,width,size,seed", CASES)
+def test_random_kernels_match_scipy(dtype, same_out, border, width, size, seed):
+    out_dtype = dtype if same_out else "float32"
+    rng = np.random.default_rng(seed)
+    out_w, out_h = size
+    grow = 0 if border != "none" else width - 1
+    image = image_of(dtype, (out_h + grow, out_w + grow), rng)
+    filt = filter_of(width, rng, out_dtype)
+    problem = Conv2DProblem(width, out_w, out_h, dtype, out_dtype=out_dtype, border=border)
+    config = random_config(random.Random(seed), problem)
+    variant = CONV2D.render(config, problem, values=filt)
+    anchor = width // 2 if border != "none" else None
+    got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), anchor=anchor, border_value=0.0)
+    if border == "none":
+        exact = scipy_reference(image, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
+    else:
+        exact = scipy_reference(image, filt, border)
+    assert_matches(got, exact, image, filt, f"{config} {dtype}->{out_dtype} {border} F={width} {size}")
+
+
+@pytest.mark.parametrize("border", SAME_BORDERS)
+@pytest.mark.parametrize("cache_local", [False, True])
+@pytest.mark.parametrize("width", [3, 4, 5, 9])
+def test_borders_with_float4_reads_at_every_anchor(border, cache_local, width):
+    """Anchors 1, 2 and 4 (F = 3/4, 5, 9) put row starts at every alignment; even pitches
+    and odd ones."""
+    rng = np.random.default_rng(width)
+    for out_w in (24, 26, 27):
+        image = image_of("uint8", (19, out_w), rng)
+        filt = filter_of(width, rng, "uint8")
+        problem = Conv2DProblem(width, out_w, 19, "uint8", out_dtype="uint8", border=border)
+        config = {"filter_mode": "define", "image_vector": 4, "work_x": 4, "work_y": 2, "local_x": 4}
+        config |= {"local_y": 4, "cache_local": cache_local, "unroll": "full" if width > 4 else 2}
+        variant = CONV2D.render(config, problem)
+        got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), anchor=width // 2, border_value=7.0)
+        assert_matches(got, scipy_reference(image, filt, border, 7.0), image, filt, f"{border} {out_w}")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "float32"])
+@pytest.mark.parametrize("border", list(CV2_BORDERS))
+def test_convolve_equals_cv2_filter2d(dtype, border):
+    """ddepth=-1 (the image's type) and ddepth=CV_32F, odd and even widths, awkward sizes."""
+    rng = np.random.default_rng(3)
+    for width, (h, w) in itertools.product([1, 3, 4, 7], [(1, 1), (5, 3), (23, 41)]):
+        image = image_of(dtype, (h, w), rng)
+        filt = filter_of(width, rng, dtype)
+        for out_dtype, depth in (("same", -1), (np.float32, cv2.CV_32F)):
+            ours = autotune.convolve(image, filt, mode="same", border=border, out_dtype=out_dtype, db=NO_DB)
+            theirs = cv2.filter2D(image, depth, filt, borderType=CV2_BORDERS[border])
+            assert ours.dtype == theirs.dtype
+            what = f"{dtype} {border} F={width} {h}x{w} ddepth={depth}"
+            if ours.dtype.kind in "iu":
+                difference = np.abs(ours.astype(np.int64) - theirs.astype(np.int64))
+                exact = scipy_reference(image, filt, border)
+                halfway = np.abs(np.abs(exact - np.floor(exact)) - 0.5) <= tolerance(
+                    image.astype(float), filt
+                )
+                assert np.all((difference == 0) | ((difference == 1) & halfway)), what
+            else:
+                limit = tolerance(image.astype(np.float64), filt) * 2
+                assert np.abs(ours.astype(np.float64) - theirs).max() <= limit, what
+
+
+@pytest.mark.parametrize("border", SAME_BORDERS)
+@pytest.mark.parametrize("flip", [False, True])
+def test_convolve_equals_scipy_for_every_border(border, flip):
+    """Filters wider than the image too (the border repeats past a whole image)."""
+    rng = np.random.default_rng(5)
+    for width, (h, w) in itertools.product([2, 3, 6, 11], [(1, 1), (1, 7), (4, 3), (29, 17)]):
+        image = image_of("float32", (h, w), rng)
+        filt = filter_of(width, rng, "float32")
+        ours = autotune.convolve(
+            image, filt, mode="same", border=border, border_value=-2.5, flip=flip, db=NO_DB
+        )
+        exact = scipy_reference(image, filt, border, -2.5, flip)
+        assert_matches(ours, exact, image, filt, f"{border} flip={flip} F={width} {h}x{w}")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16"])
+def test_integer_output_saturates_and_rounds_to_nearest_even(dtype):
+    info = np.iinfo(dtype)
+    image = np.array([[info.max, info.min, 3, 5, 1]], dtype=dtype)
+    for gain, expected in (
+        (2.0, [info.max, info.min, 6, 10, 2]),
+        (0.5, [info.max // 2 + 0.5, info.min / 2, 1.5, 2.5, 0.5]),
+    ):
+        got = autotune.convolve(image, np.array([[gain]], np.float32), out_dtype="same", db=NO_DB)
+        want = np.clip(np.rint(np.array(expected, dtype=np.float64)), info.min, info.max).astype(dtype)
+        assert got.dtype == np.dtype(dtype)
+        assert np.array_equal(got[0], want), (got, want)
+    negative = autotune.convolve(image, np.array([[-1.0]], np.float32), out_dtype="same", db=NO_DB)
+    assert negative[0, 0] == max(info.min, -int(info.max)) and negative[0, 1] == min(info.max, -int(info.min))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_nan_and_inf_pass_through_in_float_types(dtype):
+    image = np.zeros((9, 9), dtype=dtype)
+    image[2, 2], image[6, 6] = np.nan, np.inf
+    got = autotune.convolve(
+        image, np.ones((3, 3), np.float32), mode="same", border="mirror", out_dtype="same", db=NO_DB
+    )
+    assert got.dtype == np.dtype(dtype)
+    assert np.isnan(got[1:4, 1:4]).all() and np.isinf(got[5:8, 5:8]).all()
+    assert np.isfinite(got[0, 5:]).all() and (got[0, 5:] == 0).all()
+
+
+def test_float64_and_other_integers_run_as_float32_and_come_back_in_their_type():
+    rng = np.random.default_rng(9)
+    filt = filter_of(3, rng, "float32")
+    image64 = rng.uniform(-1, 1, (12, 10))
+    got = autotune.convolve(image64, filt, mode="same", border="reflect", out_dtype="same", db=NO_DB)
+    assert got.dtype == np.float64
+    assert_matches(
+        got.astype(np.float32), scipy_reference(image64, filt, "reflect"), image64, filt, "float64"
+    )
+    image32 = rng.integers(-100, 100, (12, 10)).astype(np.int32)
+    got = autotune.convolve(image32, filt / filt.sum(), out_dtype=-1, db=NO_DB)
+    assert got.dtype == np.int32 and got.shape == (10, 8)
+
+
+@pytest.mark.parametrize(
+    "image,filt,options,message",
+    [
+        (np.zeros((8, 8), np.uint8), np.ones((3, 3), np.complex64), {}, "filter must hold real numbers"),
+        (np.zeros((8, 8, 5), np.uint8), np.ones((3, 3)), {}, "must be 2-D"),
+        (np.zeros((8, 8), np.uint8), np.ones((0, 0)), {}, "filter is empty"),
+        (
+            np.zeros((8, 8), np.uint8),
+            np.ones((3, 3)),
+            {"mode": "same", "border": "bogus"},
+            "border must be one of",
+        ),
+        (np.zeros((8, 8), np.uint8), np.ones((3, 3)), {"out_dtype": np.int16}, "out_dtype must be"),
+        (np.zeros((8, 8), np.uint8), np.ones((3, 3)), {"mode": "full"}, "mode must be"),
+    ],
+)
+def test_bad_combinations_get_one_clear_error(image, filt, options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        autotune.convolve(image, filt, db=NO_DB, **options)
+
+
+def test_border_names_of_opencv_and_scipy():
+    assert (
+        border_name(cv2.BORDER_REFLECT_101) == border_name("reflect_101") == border_name("mirror") == "mirror"
+    )
+    assert border_name("nearest") == border_name(cv2.BORDER_REPLICATE) == "replicate"
+    assert border_name("BORDER_REFLECT") == border_name("symmetric") == "reflect"
+    assert border_name(cv2.BORDER_WRAP) == border_name("grid-wrap") == "wrap"
+    with pytest.raises(ValueError):
+        border_name("none")
+
+
+def test_keys_of_float32_valid_problems_are_unchanged():
+    """Problems stored before pixel types and borders keep their keys (and so their tuned rows)."""
+    assert Conv2DProblem(5, 64, 32).key() == {
+        "filter_width": 5,
+        "out_width": 64,
+        "out_height": 32,
+        "dtype": "float32",
+    }
+    problem = Conv2DProblem(5, 64, 32, "uint8", out_dtype="uint8", border="mirror")
+    assert CONV2D.problem(problem.key()) == problem
+    assert CONV2D.problem(Conv2DProblem(5, 64, 32).key()) == Conv2DProblem(5, 64, 32)
+    with pytest.raises(UsageError, match="border must be"):
+        Conv2DProblem(5, 64, 32, border="sideways")
+
+
+def test_measured_problem_verifies_integer_output(evaluator):
+    """The measuring path verifies a uint8 'same' kernel against its reference, and
+    catches one that writes the wrong thing."""
+    problem = Conv2DProblem(3, 45, 29, "uint8", out_dtype="uint8", border="mirror")
+    variant = CONV2D.render({"work_x": 2, "work_y": 2, "local_x": 8, "local_y": 8}, problem)
+    assert evaluator.measure(variant, problem).status.value == "ok"
+    broken = variant.source.replace("anchor_x;", "anchor_x + 1;", 1)
+    assert broken != variant.source
+    wrong = evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
+
+
+@pytest.fixture(scope="module")
+def pixels_db(tmp_path_factory):
+    """A real search of a uint8 'same' problem with a mirror border, and of float32 'valid'."""
+    path = tmp_path_factory.mktemp("db") / "pixels.db"
+    common = ("-d", "0", "-s", "40x24", "--trials", "6", "--sampler", "random", "--db", f"sqlite:///{path}")
+    for extra in (
+        ("-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "reflect_101"),
+        ("-f", "5"),
+    ):
+        result = run_cli("search", *common, *extra)
+        assert result.returncode == 0, result.stderr
+    return f"sqlite:///{path}"
+
+
+def test_search_best_and_export_know_pixel_types_and_borders(pixels_db, tmp_path):
+    tuned = cli_json("best", "--db", pixels_db)["kernels"]
+    assert {k["problem"] for k in tuned} == {"F=3 uint8->uint8 mirror", "F=5"}
+    (kernel,) = cli_json(
+        "best",
+        "-d",
+        "0",
+        "-f",
+        "3",
+        "--dtype",
+        "uint8",
+        "--out-dtype",
+        "same",
+        "--border",
+        "mirror",
+        "--db",
+        pixels_db,
+    )["kernels"]
+    assert kernel["fallback"] == "exact" and kernel["border"] == "mirror" and kernel["dtype"] == "uint8"
+    # a kind never tuned borrows the same width's kernel of other pixels or border
+    (related,) = cli_json(
+        "best", "-d", "0", "-f", "5", "--dtype", "uint16", "--border", "wrap", "--db", pixels_db
+    )["kernels"]
+    assert related["fallback"] == "related_kind"
+    out = tmp_path / "kernels"
+    result = run_cli(
+        "export", "-d", "0", "-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror",
+        "--out", str(out), "--db", pixels_db,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (manifest_path,) = out.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert (manifest["dtype"], manifest["out_dtype"], manifest["border"]) == ("uint8", "uint8", "mirror")
+    assert manifest["arguments"][-3:] == [
+        "const int anchor_x",
+        "const int anchor_y",
+        "const float border_value",
+    ]
+    source = (out / manifest["source"]).read_text()
+    # a host that knows only the manifest runs it, and gets cv2's answer
+    from autotune.families.base import KernelVariant
+
+    variant = KernelVariant(
+        source, manifest["kernel_name"], tuple(manifest["local_size"]), tuple(manifest["work_per_item"])
+    )
+    rng = np.random.default_rng(1)
+    image = image_of("uint8", (33, 47), rng)
+    filt = filter_of(3, rng, "uint8")
+    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), anchor=1)
+    theirs = cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_REFLECT_101)
+    assert np.abs(got.astype(int) - theirs.astype(int)).max() <= 1
+    header = run_cli(
+        "export", "-d", "0", "-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror",
+        "--format", "header", "--out", str(tmp_path / "h"), "--db", pixels_db,
+    )  # fmt: skip
+    assert header.returncode == 2 and "--format header holds float32 'valid' kernels" in header.stderr
+
+
+def test_convolve_runs_the_kernel_tuned_for_its_pixels(pixels_db):
+    choice = autotune.plan(
+        (24, 40), 3, dtype=np.uint8, out_dtype="same", mode="same", border="mirror", db=pixels_db
+    )
+    assert choice.level == "exact" and choice.problem.border == "mirror"
+    rng = np.random.default_rng(2)
+    image = image_of("uint8", (24, 40), rng)
+    filt = filter_of(3, rng, "uint8")
+    ours = autotune.convolve(image, filt, mode="same", border="mirror", out_dtype="same", db=pixels_db)
+    theirs = cv2.filter2D(image, -1, filt)
+    assert ours.dtype == np.uint8 and np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("--dtype", "int8"), "Invalid value for '--dtype'"),
+        (("--border", "sideways"), "Invalid value for '--border'"),
+        (("--family", "separable", "--dtype", "uint8"), "are for the conv2d family"),
+    ],
+)
+def test_pixel_options_refuse_what_they_cannot_do(args, message, tmp_path):
+    result = run_cli("search", "-d", "0", "-f", "3", "-s", "16x16", "--trials", "1", *args,
+                     "--db", f"sqlite:///{tmp_path / 'x.db'}")  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr
+    assert not (tmp_path / "x.db").exists()

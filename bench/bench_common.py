@@ -31,6 +31,8 @@ def tuned_configs(store: Any, device: Any, size: tuple[int, int]) -> dict[int, t
         fields = problem.fields
         if (fields["out_width"], fields["out_height"]) != tuple(size) or fields.get("dtype") != "float32":
             continue
+        if fields.get("border", "none") != "none" or fields.get("out_dtype", "float32") != "float32":
+            continue
         if (stored_on.platform, stored_on.name) != (device.platform, device.name):
             continue
         config = CONV2D.read_config(best.config)

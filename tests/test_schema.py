@@ -164,8 +164,9 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
     keys = ("trial_id", "filter_width", "origin", "status", "time_ms", "config", "error")
     assert [[t[k] for k in keys] for t in new_trials] == [[t[k] for k in keys] for t in old_trials]
 
-    # export: the same sources, header and manifests (the manifest names its family now;
-    # configs, in the manifest and the source's comment, list newer knobs at their defaults)
+    # export: the same sources, header and manifests (the manifest names its family and
+    # its pixel types and border now; configs, in the manifest and the source's comment,
+    # list newer knobs at their defaults)
     for out, args in (("export", []), ("export_64x48", ["-f", "5", "-s", "64x48", "--format", "cl,json"])):
         result = run_cli("export", "-d", "0", "--out", str(tmp_path / out), *args, "--db", db)
         assert result.returncode == 0, result.stderr
@@ -174,6 +175,8 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
             if old_file.suffix == ".json":
                 old, new = json.loads(old_file.read_text()), json.loads(new_file.read_text())
                 assert new.pop("family") == "conv2d"
+                pixels = [new.pop(k) for k in ("dtype", "out_dtype", "border")]
+                assert pixels == ["float32", "float32", "none"]
                 for manifest in (old, new):
                     del manifest["device"]  # this machine's, not the fixture's
                 old["config"] = today(old["config"])

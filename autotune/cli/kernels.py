@@ -179,7 +179,7 @@ def export(
         raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
     family = get_family(family_name)
     if not asked_header and not family.writes_c_header:
-        formats.remove("header")
+        formats = [f for f in formats if f != "header"]
     if "header" in formats and not family.writes_c_header:
         raise UsageError("--format header is written for the conv2d family only; use cl,json")
     widths = parse_filter_widths(widths_text) if widths_text else None

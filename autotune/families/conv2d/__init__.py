@@ -99,7 +99,12 @@ class Conv2D(KernelFamily):
         # The key release 0.1.0 gave a search, so its runs are still resumed and reported.
         sizes = {p.size for p in problems}
         assert len(sizes) == 1, "one search tunes one output size"
-        return {"widths": [p.key()["filter_width"] for p in problems], "size": list(sizes.pop())}
+        widths = [p.key()["filter_width"] for p in problems]
+        key: dict[str, Any] = {"widths": widths, "size": list(sizes.pop())}
+        kinds = [self.describe_kind(p.kind()) for p in problems]
+        if kinds != [f"F={width}" for width in key["widths"]]:  # other pixel types or borders
+            key["problems"] = kinds
+        return key
 
     def warm_start_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float:
         return abs(kind["filter_width"] - other["filter_width"])

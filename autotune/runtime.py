@@ -185,8 +185,15 @@ class Pixels:
     border: str = "none"
     result: np.dtype = np.dtype(np.float32)  # returned (cast on the host where it is not out_dtype)
 
-    def kind(self) -> dict[str, str]:
-        return {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
+    flip: bool = False  # a flipped filter: 'same' output anchors it at (F - 1) // 2
+
+    def kind(self, filter_width: int) -> dict[str, Any]:
+        """The direct family's problem fields for a filter of this width."""
+        kind: dict[str, Any] = {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
+        before = same_padding(filter_width, self.flip)[0][0]
+        if self.border != "none" and before != filter_width // 2:
+            kind["anchor"] = before
+        return kind
 
 
 def pixels_of(dtype: Any, out_dtype: Any, mode: str, border: Any) -> Pixels:
@@ -260,7 +267,7 @@ def _plan(
     if pixels.border == "none":
         out_w, out_h = out_w - filter_width + 1, out_h - filter_width + 1
     rows = _tuned_rows(db)
-    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind())
+    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_width))
     direct = resolve(rows, CONV2D, direct_problem, info)
     if algorithm == "direct":
         return dataclasses.replace(direct, reason="the direct form was asked for"), filt
@@ -381,7 +388,7 @@ def convolve(
     pixels_in = _as_pixels(image)
     filt = prepared_filter(filter, mode, flip)
     width = filt.shape[0]
-    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border)
+    pixels = dataclasses.replace(pixels_of(np.asarray(image).dtype, out_dtype, mode, border), flip=flip)
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
     padding = same_padding(width, flip)
@@ -414,7 +421,7 @@ def convolve(
         for name, a in taps.items()
     }
     if getattr(problem, "same", False):
-        arguments.update(anchor=padding[0][0], border_value=border_value)
+        arguments["border_value"] = border_value
     output = np.empty(problem.output_shape, dtype=problem.output_dtype)
     # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of
     # rows, each overlapping the next by F - 1 input rows.

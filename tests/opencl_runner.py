@@ -81,17 +81,16 @@ def run_pixels_kernel(
     filt: np.ndarray,
     out_dtype: np.dtype,
     *,
-    anchor: int | None = None,
+    same: bool = False,
     border_value: float = 0.0,
 ) -> np.ndarray:
-    """Run a kernel of any pixel types, 'valid' (anchor None) or 'same' with a border,
+    """Run a kernel of any pixel types, 'valid' or 'same' with a border,
     through the ABI the export manifest documents; unwritten outputs keep a byte
     pattern (NaN in float types)."""
     context, queue = _opencl()
     image = np.ascontiguousarray(image)
     filt = np.ascontiguousarray(filt, dtype=np.float32)
     f = filt.shape[0]
-    same = anchor is not None
     out_h, out_w = image.shape if same else (image.shape[0] - f + 1, image.shape[1] - f + 1)
     mf = cl.mem_flags
     program = cl.Program(context, variant.source).build(options=list(variant.build_options))
@@ -105,7 +104,7 @@ def run_pixels_kernel(
     ]
     scalars = [np.int32(n) for n in (image.shape[1], out_w, out_h, f)]
     if same:
-        scalars += [np.int32(anchor), np.int32(anchor), np.float32(border_value)]
+        scalars.append(np.float32(border_value))
     global_size = []
     for out, work, local in zip((out_w, out_h), variant.work_per_item, variant.local_size, strict=True):
         items = -(-out // work)

@@ -58,9 +58,13 @@ def filter_of(width: int, rng: np.random.Generator, out_dtype: str) -> np.ndarra
     return taps.astype(np.float32)
 
 
-def scipy_reference(image: np.ndarray, filt: np.ndarray, border: str, value: float = 0.0, flip=False):
+def scipy_reference(
+    image: np.ndarray, filt: np.ndarray, border: str, value: float = 0.0, flip=False, anchor=None
+):
     correlate = ndi.convolve if flip else ndi.correlate
-    return correlate(image.astype(np.float64), filt.astype(np.float64), mode=SCIPY_MODES[border], cval=value)
+    origin = 0 if anchor is None else anchor - filt.shape[0] // 2
+    image, filt = image.astype(np.float64), filt.astype(np.float64)
+    return correlate(image, filt, mode=SCIPY_MODES[border], cval=value, origin=origin)
 
 
 def assert_matches(
@@ -120,8 +124,7 @@ def test_random_kernels_match_scipy(dtype, same_out, border, width, size, seed):
     problem = Conv2DProblem(width, out_w, out_h, dtype, out_dtype=out_dtype, border=border)
     config = random_config(random.Random(seed), problem)
     variant = CONV2D.render(config, problem, values=filt)
-    anchor = width // 2 if border != "none" else None
-    got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), anchor=anchor, border_value=0.0)
+    got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=border != "none")
     if border == "none":
         exact = scipy_reference(image, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
     else:
@@ -131,20 +134,21 @@ def test_random_kernels_match_scipy(dtype, same_out, border, width, size, seed):
 
 @pytest.mark.parametrize("border", SAME_BORDERS)
 @pytest.mark.parametrize("cache_local", [False, True])
-@pytest.mark.parametrize("width", [3, 4, 5, 9])
-def test_borders_with_float4_reads_at_every_anchor(border, cache_local, width):
-    """Anchors 1, 2 and 4 (F = 3/4, 5, 9) put row starts at every alignment; even pitches
-    and odd ones."""
+@pytest.mark.parametrize("width,anchor", [(3, 1), (4, 2), (4, 1), (5, 0), (7, 3), (9, 4), (6, 5)])
+def test_borders_with_float4_reads_at_every_anchor(border, cache_local, width, anchor):
+    """Anchors 0 to 5 put the rows a work-item reads at every alignment; pitches 0, 2
+    and 3 mod 4."""
     rng = np.random.default_rng(width)
     for out_w in (24, 26, 27):
         image = image_of("uint8", (19, out_w), rng)
         filt = filter_of(width, rng, "uint8")
-        problem = Conv2DProblem(width, out_w, 19, "uint8", out_dtype="uint8", border=border)
+        problem = Conv2DProblem(width, out_w, 19, "uint8", out_dtype="uint8", border=border, anchor=anchor)
         config = {"filter_mode": "define", "image_vector": 4, "work_x": 4, "work_y": 2, "local_x": 4}
         config |= {"local_y": 4, "cache_local": cache_local, "unroll": "full" if width > 4 else 2}
         variant = CONV2D.render(config, problem)
-        got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), anchor=width // 2, border_value=7.0)
-        assert_matches(got, scipy_reference(image, filt, border, 7.0), image, filt, f"{border} {out_w}")
+        got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True, border_value=7.0)
+        exact = scipy_reference(image, filt, border, 7.0, anchor=anchor)
+        assert_matches(got, exact, image, filt, f"{border} {out_w}")
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16", "float32"])
@@ -282,7 +286,7 @@ def test_measured_problem_verifies_integer_output(evaluator):
     problem = Conv2DProblem(3, 45, 29, "uint8", out_dtype="uint8", border="mirror")
     variant = CONV2D.render({"work_x": 2, "work_y": 2, "local_x": 8, "local_y": 8}, problem)
     assert evaluator.measure(variant, problem).status.value == "ok"
-    broken = variant.source.replace("anchor_x;", "anchor_x + 1;", 1)
+    broken = variant.source.replace("x0 - ANCHOR_X;", "x0 - ANCHOR_X + 1;", 1)
     assert broken != variant.source
     wrong = evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
     assert wrong.status.value == "wrong_result"
@@ -335,11 +339,7 @@ def test_search_best_and_export_know_pixel_types_and_borders(pixels_db, tmp_path
     (manifest_path,) = out.glob("*.json")
     manifest = json.loads(manifest_path.read_text())
     assert (manifest["dtype"], manifest["out_dtype"], manifest["border"]) == ("uint8", "uint8", "mirror")
-    assert manifest["arguments"][-3:] == [
-        "const int anchor_x",
-        "const int anchor_y",
-        "const float border_value",
-    ]
+    assert manifest["arguments"][-1] == "const float border_value" and manifest["anchor"] == 1
     source = (out / manifest["source"]).read_text()
     # a host that knows only the manifest runs it, and gets cv2's answer
     from autotune.families.base import KernelVariant
@@ -350,7 +350,7 @@ def test_search_best_and_export_know_pixel_types_and_borders(pixels_db, tmp_path
     rng = np.random.default_rng(1)
     image = image_of("uint8", (33, 47), rng)
     filt = filter_of(3, rng, "uint8")
-    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), anchor=1)
+    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True)
     theirs = cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_REFLECT_101)
     assert np.abs(got.astype(int) - theirs.astype(int)).max() <= 1
     header = run_cli(

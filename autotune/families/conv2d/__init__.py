@@ -38,9 +38,10 @@ ABI = (
     "const int out_height",
     "const int filter_width",
 )
-# 'same' kernels (a border) take three more; their input and output are of the
-# manifest's `dtype` and `out_dtype` (OpenCL uchar, ushort, short, half or float).
-SAME_ABI = ("const int anchor_x", "const int anchor_y", "const float border_value")
+# 'same' kernels (a border) take one more, and have the manifest's `anchor` compiled in;
+# input and output are of its `dtype` and `out_dtype` (OpenCL uchar, ushort, short,
+# half or float).
+SAME_ABI = ("const float border_value",)
 
 
 class Conv2D(KernelFamily):
@@ -137,6 +138,7 @@ class Conv2D(KernelFamily):
             dtype=problem.dtype,
             out_dtype=problem.out_dtype,
             border=problem.border,
+            anchor=problem.anchor_tap,
         )
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
@@ -144,8 +146,7 @@ class Conv2D(KernelFamily):
         sizes = (problem.in_width, problem.out_width, problem.out_height, problem.filter_width)
         arguments = (buffers["input"], buffers["filter"], buffers["output"], *(np.int32(n) for n in sizes))
         if problem.same:
-            anchor = np.int32(buffers.get("anchor", problem.anchor))
-            return (*arguments, anchor, anchor, np.float32(buffers.get("border_value", 0.0)))
+            return (*arguments, np.float32(buffers.get("border_value", 0.0)))
         return arguments
 
     def serves_any_data(self, config: Config) -> bool:
@@ -176,6 +177,8 @@ class Conv2D(KernelFamily):
             "out_dtype": key.get("out_dtype", "float32"),
             # none: 'valid' output; else 'same' output, the image read past its edge this way
             "border": border,
+            # 'same' output: the filter tap over each output pixel, in x and y
+            **({"anchor": key["anchor"]} if border != "none" else {}),
             # True: the taps are in the source and the filter argument is ignored.
             "filter_compiled_in": literal_filter(variant.config),
             "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),

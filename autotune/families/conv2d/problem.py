@@ -34,7 +34,7 @@ class Conv2DProblem(ValidImage, Problem):
 
     family: ClassVar[str] = "conv2d"
     size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
-    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border")
+    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor")
 
     filter_width: int
     out_width: int
@@ -43,6 +43,7 @@ class Conv2DProblem(ValidImage, Problem):
     seed: int = 0
     out_dtype: str = "float32"
     border: str = "none"
+    anchor: int = -1  # 'same' output: the tap over the output pixel; -1: F // 2 (cv2's default)
 
     def __post_init__(self) -> None:
         for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype)):
@@ -50,6 +51,8 @@ class Conv2DProblem(ValidImage, Problem):
                 raise UsageError(f"{name} must be one of {', '.join(PIXEL_TYPES)}, got {value!r}")
         if self.border not in BORDERS:
             raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {self.border!r}")
+        if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
+            raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
 
     @property
     def same(self) -> bool:
@@ -65,9 +68,9 @@ class Conv2DProblem(ValidImage, Problem):
         return self.out_height if self.same else self.out_height + self.filter_width - 1
 
     @property
-    def anchor(self) -> int:
-        """The filter tap over the output pixel in 'same' output (cv2's default anchor)."""
-        return self.filter_width // 2
+    def anchor_tap(self) -> int:
+        """The filter tap over the output pixel in 'same' output, in x and y."""
+        return self.filter_width // 2 if self.anchor == -1 else self.anchor
 
     @property
     def output_dtype(self) -> np.dtype:
@@ -111,8 +114,8 @@ class Conv2DProblem(ValidImage, Problem):
     def reference(self) -> np.ndarray:
         image, filt = self.data()
         if self.same:
-            before = (self.anchor, self.anchor)
-            after = (self.filter_width - 1 - self.anchor,) * 2
+            before = (self.anchor_tap, self.anchor_tap)
+            after = (self.filter_width - 1 - self.anchor_tap,) * 2
             image = pad_for_border(image.astype(np.float64), before, after, self.border)
         return saturated(correlate_valid(image, filt), self.out_dtype)
 

@@ -63,12 +63,14 @@ def generate(
     dtype: str = "float32",
     out_dtype: str = "float32",
     border: str = "none",
+    anchor: int = 0,
 ) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist.
 
     `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
     other kernels read the filter argument and ignore it. `dtype` / `out_dtype`: the
-    pixel types read and written; `border`: `none` ('valid') or the 'same' border."""
+    pixel types read and written; `border`: `none` ('valid') or the 'same' border, with
+    the filter tap `anchor` over each output pixel."""
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
@@ -103,6 +105,7 @@ def generate(
         pixel_type=PIXEL_TYPES[dtype],
         out_type=PIXEL_TYPES[out_dtype],
         border=border,
+        anchor=anchor if border != "none" else 0,
         # Where the image rows a work-item reads start ('same' output shifts them by the anchor).
         row_origin="y0" if border == "none" else "in_y0",
         column_origin="x0" if border == "none" else "in_x0",
@@ -110,6 +113,8 @@ def generate(
     render_key: dict[str, Any] = {"filter_width": filter_width}
     if (dtype, out_dtype, border) != ("float32", "float32", "none"):
         render_key.update(dtype=dtype, out_dtype=out_dtype, border=border)
+    if border != "none":
+        render_key["anchor"] = anchor
     return KernelVariant(
         source=source,
         kernel_name=KERNEL_NAME,

@@ -10,6 +10,7 @@ Builds each config with `-cl-nv-verbose` and prints the compiler's resource line
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from bench_common import read_configs
@@ -24,6 +25,7 @@ def main() -> int:
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--filter-width", default="9,17,33")
     parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
+    parser.add_argument("--pixels", default="{}", help='problem fields, e.g. {"border": "mirror"}')
     args = parser.parse_args()
 
     import pyopencl as cl
@@ -34,7 +36,7 @@ def main() -> int:
     print(f"{info.name} ({info.platform}, driver {info.driver_version})")
     for width in parse_filter_widths(args.filter_width):
         for config in configs:
-            variant = CONV2D.render(config, Conv2DProblem(width, *GPU_IMAGE))
+            variant = CONV2D.render(config, Conv2DProblem(width, *GPU_IMAGE, **json.loads(args.pixels)))
             program = cl.Program(context, variant.source).build(options=["-cl-nv-verbose"])
             log = program.get_build_info(device, cl.program_build_info.LOG)
             lines = [

@@ -25,6 +25,7 @@ def main() -> int:
     parser.add_argument("--filter-width", default="3,9,17")
     parser.add_argument("--image-size", default=None, help="output WxH")
     parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
+    parser.add_argument("--pixels", default="{}", help='problem fields, e.g. {"border": "mirror"}')
     parser.add_argument("--presets", action="store_true", help="time the seed presets too")
     args = parser.parse_args()
 
@@ -43,7 +44,7 @@ def main() -> int:
         print("| F | config | status | median ms | min ms | GFLOP/s | GB/s | compile ms |")
         print("|---|---|---|---|---|---|---|---|")
         for width in widths:
-            problem = Conv2DProblem(width, *size)
+            problem = Conv2DProblem(width, *size, **json.loads(args.pixels))
             for label, config in configs:
                 m = evaluator.evaluate(config, problem)
                 if m.ok:

@@ -101,7 +101,8 @@ def resolve(
         return _with_level(nearest, level)
     if related:
         _, nearest = min(related, key=lambda r: (r[0], size_distance(r[1].tuned_size, problem.size)))  # type: ignore[arg-type]
-        return _with_level(nearest, "related_kind")
+        config = family.adapt_related(nearest.config, problem, device)
+        return Choice(**{**nearest.__dict__, "config": config, "level": "related_kind"})
     if others:
         nearest = min(others, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
         return _with_level(nearest, "same_vendor")

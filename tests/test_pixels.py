@@ -386,3 +386,13 @@ def test_pixel_options_refuse_what_they_cannot_do(args, message, tmp_path):
                      "--db", f"sqlite:///{tmp_path / 'x.db'}")  # fmt: skip
     assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_wide_filters_borrowed_for_same_output_stage_their_tile():
+    config = CONV2D.space.complete(
+        {"filter_mode": "define", "work_x": 4, "work_y": 2, "local_x": 32, "local_y": 4}
+    )
+    wide = Conv2DProblem(9, 64, 64, border="mirror")
+    assert CONV2D.adapt_related(config, wide, None)["cache_local"] is True
+    for problem in (Conv2DProblem(5, 64, 64, border="mirror"), Conv2DProblem(9, 64, 64)):
+        assert CONV2D.adapt_related(config, problem, None) == config

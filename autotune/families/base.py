@@ -259,6 +259,11 @@ class KernelFamily(ABC):
         configs are points of the same space); None where it is no guess at all."""
         return None
 
+    def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:
+        """A config tuned for a related kind, made fit for `problem` (see
+        `related_kind_distance`)."""
+        return config
+
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
         """What a manifest adds for this family (its ABI, how to launch)."""
         return {}

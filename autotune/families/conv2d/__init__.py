@@ -19,6 +19,7 @@ from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
+    EDGE_TILE_MAX_WIDTH,
     SPACE_FILE,
     TEMPLATE_FILE,
     check_filter_width,
@@ -120,6 +121,16 @@ class Conv2D(KernelFamily):
         return sum(kind.get(f, defaults[f]) != other.get(f, defaults[f]) for f in fields) - 0.5 * (
             kind.get("border", "none") != other.get("border", "none")
         )
+
+    def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:
+        """A 'same' problem borrowing a wide filter's kernel stages its tile in __local
+        memory, where the border costs nothing per tap: on the H200 a 'valid' F=17
+        kernel run 'same' took 5-9x its time, staged 1.3-1.4x (BENCHMARKS.md)."""
+        assert isinstance(problem, Conv2DProblem)
+        if not problem.same or config.get("cache_local") or problem.filter_width <= EDGE_TILE_MAX_WIDTH:
+            return config
+        staged = {**config, "cache_local": True, "filter_mode": "define"}
+        return config if self.violations(staged, problem, device) else staged
 
     def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
         return {"filter_width": key["filter_width"]}

@@ -396,3 +396,25 @@ def test_wide_filters_borrowed_for_same_output_stage_their_tile():
     assert CONV2D.adapt_related(config, wide, None)["cache_local"] is True
     for problem in (Conv2DProblem(5, 64, 64, border="mirror"), Conv2DProblem(9, 64, 64)):
         assert CONV2D.adapt_related(config, problem, None) == config
+
+
+def test_convolve_command_takes_borders_and_pixel_types(tmp_path):
+    rng = np.random.default_rng(4)
+    images = [image_of("uint8", (31, 45), rng), image_of("uint8", (20, 9), rng)]
+    for index, image in enumerate(images):
+        np.save(tmp_path / f"in{index}.npy", image)
+    out = tmp_path / "out"
+    inputs = [str(tmp_path / f"in{index}.npy") for index in range(2)]
+    result = run_cli(
+        "convolve", *inputs, str(out), "--filter", "box:3", "--mode", "same", "--border", "reflect_101",
+        "--out-dtype", "same", "--db", NO_DB,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    box = np.full((3, 3), 1 / 9, np.float32)
+    for index, image in enumerate(images):
+        got = np.load(out / f"in{index}.npy")
+        theirs = cv2.filter2D(image, -1, box, borderType=cv2.BORDER_REFLECT_101)
+        assert got.dtype == np.uint8 and np.abs(got.astype(int) - theirs.astype(int)).max() <= 1
+    bad = run_cli("convolve", inputs[0], str(tmp_path / "x.npy"), "--filter", "box:3", "--mode", "same",
+                  "--border", "sideways", "--db", NO_DB)  # fmt: skip
+    assert bad.returncode == 2 and "border must be one of" in bad.stderr and not (tmp_path / "x.npy").exists()

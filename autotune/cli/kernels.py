@@ -270,6 +270,21 @@ def export(
 @click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
 @click.option("--mode", type=click.Choice(["valid", "same"]), default="valid", show_default=True)
 @click.option("--flip", is_flag=True, help="True convolution (flip the filter).")
+@click.option(
+    "--border",
+    default="constant",
+    show_default=True,
+    help="With --mode same: constant (zeros), replicate, reflect, mirror (cv2's default), wrap, "
+    "or their OpenCV/SciPy names.",
+)
+@click.option(
+    "--out-dtype",
+    "out_dtype",
+    type=click.Choice(["float32", "same"]),
+    default="float32",
+    show_default=True,
+    help="Output float32, or the input's type (rounded to nearest even, saturated).",
+)
 @db_option
 @json_option
 def convolve_command(
@@ -278,6 +293,8 @@ def convolve_command(
     device_index: int,
     mode: str,
     flip: bool,
+    border: str,
+    out_dtype: str,
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -309,9 +326,13 @@ def convolve_command(
         for input_path, output_path in zip(inputs, outputs, strict=True):
             image = load_npy("IN", input_path)
             options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
+            # A Convolver takes float32 in and out with zeros past the edge; others go through convolve().
+            pixels = {"border": border, "out_dtype": out_dtype}
+            zeros = mode == "valid" or border == "constant"
+            plain = image.dtype == np.float32 and out_dtype == "float32" and zeros
             try:
-                if not many or image.size >= MAX_INDEXED // 2:  # as autotune.convolve: bands if need be
-                    result = convolve(image, filt, **options)
+                if not many or not plain or image.size >= MAX_INDEXED // 2:  # bands if need be
+                    result = convolve(image, filt, **options, **pixels)
                 else:
                     if image.ndim != 2:
                         raise ValueError(f"{input_path}: image must be 2-D, got shape {image.shape}")

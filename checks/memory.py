@@ -93,6 +93,37 @@ def _conv2d_cases() -> list[Case]:
     return out
 
 
+def _pixel_cases() -> list[Case]:
+    """Every border with and without the __local tile and float4 reads, on each pixel
+    type, with anchors at every alignment and filters on both sides of the edge-tile
+    threshold (images smaller than one tile and than the filter among them)."""
+    import random
+
+    from autotune.families.conv2d import CONV2D
+    from autotune.families.image import BORDERS, PIXEL_TYPES
+
+    space = CONV2D.space
+    rng = random.Random(5)
+    out = []
+    for border in BORDERS:
+        for cache_local in (False, True):
+            for image_vector in (1, 4):
+                config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
+                config = space.complete({**config, "cache_local": cache_local, "image_vector": image_vector})
+                dtype = rng.choice(list(PIXEL_TYPES))
+                sizes = ((3, (13, 9)), (rng.choice([4, 6, 9]), (12, 7)), (5, (2, 3)))
+                for filter_width, (out_w, out_h) in sizes:
+                    key = {"filter_width": filter_width, "out_width": out_w, "out_height": out_h}
+                    key |= {"dtype": dtype, "out_dtype": rng.choice([dtype, "float32"]), "border": border}
+                    if border != "none":
+                        key["anchor"] = rng.randrange(filter_width)
+                    elif out_w == 2:
+                        continue
+                    if not space.violations(config, {"filter_width": filter_width}):
+                        out.append(("conv2d", config, key))
+    return out
+
+
 def _separable_cases() -> list[Case]:
     from autotune.families.separable import SEPARABLE
 
@@ -116,7 +147,7 @@ def _separable_cases() -> list[Case]:
 
 
 def cases() -> list[Case]:
-    return _conv2d_cases() + _separable_cases()
+    return _conv2d_cases() + _pixel_cases() + _separable_cases()
 
 
 def child() -> int:
@@ -149,7 +180,7 @@ def child() -> int:
             name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
             for name, array in problem.inputs().items()
         }
-        output = np.zeros(problem.output_shape, dtype=np.float32)
+        output = np.zeros(problem.output_shape, dtype=problem.output_dtype)
         buffers["output"] = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
         kernel(
             queue,
@@ -159,7 +190,7 @@ def child() -> int:
         )
         cl.enqueue_copy(queue, output, buffers["output"])
         queue.finish()
-        error = float(np.abs(output - problem.reference()).max())
+        error = float(np.abs(output.astype(np.float64) - problem.reference()).max())
         if error > max(1e-4, problem.tolerance()):
             sys.stderr.write(f"error: wrong result, max error {error}\n")
         sys.stderr.flush()

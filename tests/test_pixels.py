@@ -418,3 +418,35 @@ def test_convolve_command_takes_borders_and_pixel_types(tmp_path):
     bad = run_cli("convolve", inputs[0], str(tmp_path / "x.npy"), "--filter", "box:3", "--mode", "same",
                   "--border", "sideways", "--db", NO_DB)  # fmt: skip
     assert bad.returncode == 2 and "border must be one of" in bad.stderr and not (tmp_path / "x.npy").exists()
+
+
+def test_convolve_command_reads_and_writes_png_and_tiff(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(6)
+    grey = image_of("uint8", (40, 33), rng)
+    deep = image_of("uint16", (21, 30), rng)
+    Image.fromarray(grey).save(tmp_path / "grey.png")
+    Image.fromarray(deep).save(tmp_path / "deep.tif")
+    gaussian = cv2.getGaussianKernel(5, -1) @ cv2.getGaussianKernel(5, -1).T
+    for name, image in (("grey.png", grey), ("deep.tif", deep)):
+        result = run_cli(
+            "convolve", str(tmp_path / name), str(tmp_path / f"out_{name}"), "--filter", "gaussian:5",
+            "--mode", "same", "--border", "mirror", "--out-dtype", "same", "--db", NO_DB,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        got = np.asarray(Image.open(tmp_path / f"out_{name}"))
+        theirs = cv2.filter2D(image, -1, gaussian.astype(np.float32))
+        assert got.dtype == image.dtype and np.abs(got.astype(int) - theirs.astype(int)).max() <= 1
+    as_float = run_cli("convolve", str(tmp_path / "grey.png"), str(tmp_path / "f.tif"), "--filter", "box:3",
+                       "--db", NO_DB)  # fmt: skip
+    assert as_float.returncode == 0 and np.asarray(Image.open(tmp_path / "f.tif")).dtype == np.float32
+    refused = run_cli("convolve", str(tmp_path / "grey.png"), str(tmp_path / "x.png"), "--filter", "box:3",
+                      "--db", NO_DB)  # fmt: skip
+    assert (
+        refused.returncode == 2 and "--out-dtype same" in refused.stderr and not (tmp_path / "x.png").exists()
+    )
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "rgb.png")
+    colour = run_cli("convolve", str(tmp_path / "rgb.png"), str(tmp_path / "y.png"), "--filter", "box:3",
+                     "--out-dtype", "same", "--db", NO_DB)  # fmt: skip
+    assert colour.returncode == 2 and "colour channels" in colour.stderr

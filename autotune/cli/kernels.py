@@ -298,14 +298,15 @@ def convolve_command(
     db_url: str | None,
     as_json: bool,
 ) -> None:
-    """Filter NumPy .npy images with the best known kernel: IN OUT.npy for one, or
-    IN... DIR (written as DIR/<name>.npy, with a progress bar) for many."""
+    """Filter images (.npy, or greyscale PNG / TIFF) with the best known kernel: IN OUT
+    for one, or IN... DIR (written as DIR/<name>, with a progress bar) for many."""
     import numpy as np
 
     from autotune.cli.output import progress
     from autotune.convolver import Convolver
     from autotune.devices import device_info
     from autotune.families.conv2d.inputs import load_filter, load_npy
+    from autotune.images import image_writer, is_image_file, read_image
     from autotune.runtime import MAX_INDEXED, convolve
 
     if len(paths) < 2:
@@ -318,13 +319,15 @@ def convolve_command(
             raise UsageError("input files share a name; their outputs in OUT would overwrite each other")
         target.mkdir(parents=True, exist_ok=True)
     outputs = [str(target / Path(p).name) if many else str(target) for p in inputs]
+    if out_dtype == "float32" and any(Path(o).suffix.lower() == ".png" for o in outputs):
+        raise UsageError("a PNG file holds 8- or 16-bit pixels: add --out-dtype same, or write .tif or .npy")
     filt = load_filter(filter_path)
     convolvers: dict[tuple[int, ...], Convolver] = {}  # one per image shape: set up once
     written, shapes = [], []
     with progress(as_json or not many) as bar:
         task = bar.add_task("convolve", total=len(inputs))
         for input_path, output_path in zip(inputs, outputs, strict=True):
-            image = load_npy("IN", input_path)
+            image = read_image("IN", input_path) if is_image_file(input_path) else load_npy("IN", input_path)
             options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
             # A Convolver takes float32 in and out with zeros past the edge; others go through convolve().
             pixels = {"border": border, "out_dtype": out_dtype}
@@ -343,7 +346,10 @@ def convolve_command(
                 raise UsageError(str(exc)) from None
             try:
                 # a temporary file renamed over OUT once complete: a failure leaves an earlier OUT intact
-                write_file(output_path, lambda f, r=result: np.save(f, r))
+                if is_image_file(output_path):
+                    write_file(output_path, image_writer(output_path, result))
+                else:
+                    write_file(output_path, lambda f, r=result: np.save(f, r))
             except OSError as exc:
                 raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
             written.append(output_path)

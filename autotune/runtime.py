@@ -32,6 +32,7 @@ import numpy as np
 from autotune.devices import DeviceInfo, open_device
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d.problem import MAX_CHANNELS
 from autotune.families.image import PIXEL_TYPES, border_name, pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
@@ -143,11 +144,17 @@ def _tuned_rows(db: str | None) -> list[Any]:
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def _as_image(name: str, array: Any) -> np.ndarray:
+def _as_image(name: str, array: Any, channels: bool = False) -> np.ndarray:
+    """A real 2-D array as float32 (with `channels`, (H, W, C) too), checked."""
     array = np.asarray(array)
     if array.dtype.kind in "cOSUVMm" or array.dtype == np.bool_:
         raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    if array.ndim != 2:
+    if channels and not (array.ndim == 2 or (array.ndim == 3 and 1 <= array.shape[2] <= MAX_CHANNELS)):
+        raise ValueError(
+            f"{name} must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels, "
+            f"got shape {array.shape}"
+        )
+    if not channels and array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
@@ -186,10 +193,12 @@ class Pixels:
     result: np.dtype = np.dtype(np.float32)  # returned (cast on the host where it is not out_dtype)
 
     flip: bool = False  # a flipped filter: 'same' output anchors it at (F - 1) // 2
+    channels: int = 1  # interleaved, each filtered alike
 
     def kind(self, filter_width: int) -> dict[str, Any]:
         """The direct family's problem fields for a filter of this width."""
         kind: dict[str, Any] = {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
+        kind["channels"] = self.channels
         before = same_padding(filter_width, self.flip)[0][0]
         if self.border != "none" and before != filter_width // 2:
             kind["anchor"] = before
@@ -287,6 +296,11 @@ def _plan(
         reason = f"the filter's rank is above {MAX_RANK}: only the direct form runs it"
         return dataclasses.replace(direct, reason=reason), filt
     rank = terms[0].shape[0]
+    if pixels.channels > 1:
+        if algorithm == "separable":
+            raise ValueError("the separable form filters one channel: use algorithm='direct' or 'auto'")
+        reason = f"{pixels.channels} channels: the separable form filters one"
+        return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
         reason = f"rank {rank} at F={filter_width}: that many separable terms cost more than the direct form"
@@ -341,12 +355,13 @@ def check_image_shape(shape: tuple[int, ...], width: int) -> None:
 
 
 def _as_pixels(image: Any) -> np.ndarray:
-    """The image as kernels read it: its own dtype where they read that type, else
-    float32 (checked as `_as_image` does)."""
+    """The image as kernels read it, (H, W) or (H, W, C) interleaved: its own dtype
+    where they read that type, else float32 (checked as `_as_image` does)."""
     array = np.asarray(image)
-    if array.dtype.name in PIXEL_TYPES and array.ndim == 2 and array.size:
+    shaped = array.ndim == 2 or (array.ndim == 3 and 1 <= array.shape[2] <= MAX_CHANNELS)
+    if array.dtype.name in PIXEL_TYPES and array.size and shaped:
         return np.ascontiguousarray(array)
-    return _as_image("image", array)
+    return _as_image("image", array, channels=True)
 
 
 def convolve(
@@ -388,7 +403,9 @@ def convolve(
     pixels_in = _as_pixels(image)
     filt = prepared_filter(filter, mode, flip)
     width = filt.shape[0]
-    pixels = dataclasses.replace(pixels_of(np.asarray(image).dtype, out_dtype, mode, border), flip=flip)
+    channels = pixels_in.shape[2] if pixels_in.ndim == 3 else 1
+    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border)
+    pixels = dataclasses.replace(pixels, flip=flip, channels=channels)
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
     padding = same_padding(width, flip)
@@ -404,7 +421,7 @@ def convolve(
 
     with _lock:
         info, context, queue = _context(device_index)
-        choice, values = _plan(pixels_in.shape, width, info, db, filt, algorithm, specialise, pixels)
+        choice, values = _plan(pixels_in.shape[:2], width, info, db, filt, algorithm, specialise, pixels)
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
@@ -425,7 +442,8 @@ def convolve(
     output = np.empty(problem.output_shape, dtype=problem.output_dtype)
     # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of
     # rows, each overlapping the next by F - 1 input rows.
-    bands = [(0, output.shape[0])] if getattr(problem, "same", False) else _bands(pixels_in.shape, width)
+    row_values = (pixels_in.shape[0], pixels_in.shape[1] * channels)
+    bands = [(0, output.shape[0])] if getattr(problem, "same", False) else _bands(row_values, width)
     overlap = 0 if getattr(problem, "same", False) else width - 1
     for first, rows in bands:
         band = dataclasses.replace(problem, out_height=rows)
@@ -433,7 +451,7 @@ def convolve(
         buffers = {
             **arguments,
             "input": cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input),
-            "output": cl.Buffer(context, mf.WRITE_ONLY, size=rows * output.shape[1] * output.itemsize),
+            "output": cl.Buffer(context, mf.WRITE_ONLY, size=output[first : first + rows].nbytes),
         }
         with _lock:
             kernel.set_args(*family.arguments(variant, band, buffers))
@@ -441,6 +459,8 @@ def convolve(
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
         cl.enqueue_copy(queue, output[first : first + rows], buffers["output"])
         queue.finish()
+    if pixels_in.ndim == 3 and output.ndim == 2:  # (H, W, 1) in: (H', W', 1) out
+        output = output[:, :, None]
     return _as_result(output, pixels.result)
 
 

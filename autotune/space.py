@@ -68,6 +68,8 @@ class SearchSpace:
         self.constraints = constraints
         self.presets = {p.name: p for p in presets}
         self.fallback: Preset | None = None
+        # Problem fields rules may name that a problem's key leaves out at their default.
+        self.problem_defaults: dict[str, object] = {}
 
     @classmethod
     def load(cls, path: str | Path) -> SearchSpace:
@@ -95,6 +97,7 @@ class SearchSpace:
             names = {n.id for n in ast.walk(ast.parse(rule, mode="eval")) if isinstance(n, ast.Name)}
             constraints.append(Constraint(rule, spec.get("reason", rule), "device" in names, code))
         space = cls(data.get("name", "space"), data.get("description", ""), knobs, constraints, [])
+        space.problem_defaults = dict(data.get("problem_defaults", {}))
         for name, spec in data.get("presets", {}).items():
             spec = dict(spec)
             about = spec.pop("about", "")
@@ -127,7 +130,7 @@ class SearchSpace:
         Device rules are skipped when no device is given, so a config can be checked
         for internal consistency before a device is chosen.
         """
-        names: dict[str, object] = {**problem, **config}
+        names: dict[str, object] = {**self.problem_defaults, **problem, **config}
         if device is not None:
             names["device"] = device if not isinstance(device, Mapping) else SimpleNamespace(**device)
         reasons = []

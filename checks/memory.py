@@ -95,8 +95,9 @@ def _conv2d_cases() -> list[Case]:
 
 def _pixel_cases() -> list[Case]:
     """Every border with and without the __local tile and float4 reads, on each pixel
-    type, with anchors at every alignment and filters on both sides of the edge-tile
-    threshold (images smaller than one tile and than the filter among them)."""
+    type and 1-4 interleaved channels, with anchors at every alignment and filters on
+    both sides of the edge-tile threshold (images smaller than one tile and than the
+    filter among them)."""
     import random
 
     from autotune.families.conv2d import CONV2D
@@ -115,11 +116,14 @@ def _pixel_cases() -> list[Case]:
                 for filter_width, (out_w, out_h) in sizes:
                     key = {"filter_width": filter_width, "out_width": out_w, "out_height": out_h}
                     key |= {"dtype": dtype, "out_dtype": rng.choice([dtype, "float32"]), "border": border}
+                    key["channels"] = rng.choice([1, 1, 2, 3, 4])
                     if border != "none":
                         key["anchor"] = rng.randrange(filter_width)
                     elif out_w == 2:
                         continue
-                    if not space.violations(config, {"filter_width": filter_width}):
+                    if not space.violations(
+                        config, {"filter_width": filter_width, "channels": key["channels"]}
+                    ):
                         out.append(("conv2d", config, key))
     return out
 

@@ -84,14 +84,17 @@ def run_pixels_kernel(
     same: bool = False,
     border_value: float = 0.0,
 ) -> np.ndarray:
-    """Run a kernel of any pixel types, 'valid' or 'same' with a border,
-    through the ABI the export manifest documents; unwritten outputs keep a byte
+    """Run a kernel of any pixel types, 'valid' or 'same' with a border, on an (H, W)
+    or (H, W, C) interleaved image, through the ABI the export manifest documents
+    (widths counted in values: pixels x channels); unwritten outputs keep a byte
     pattern (NaN in float types)."""
     context, queue = _opencl()
     image = np.ascontiguousarray(image)
+    channels = image.shape[2] if image.ndim == 3 else 1
     filt = np.ascontiguousarray(filt, dtype=np.float32)
     f = filt.shape[0]
-    out_h, out_w = image.shape if same else (image.shape[0] - f + 1, image.shape[1] - f + 1)
+    out_h, out_w = image.shape[:2] if same else (image.shape[0] - f + 1, image.shape[1] - f + 1)
+    out_w *= channels
     mf = cl.mem_flags
     program = cl.Program(context, variant.source).build(options=list(variant.build_options))
     kernel = cl.Kernel(program, variant.kernel_name)
@@ -102,7 +105,7 @@ def run_pixels_kernel(
         cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=filt),
         cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output),
     ]
-    scalars = [np.int32(n) for n in (image.shape[1], out_w, out_h, f)]
+    scalars = [np.int32(n) for n in (image.shape[1] * channels, out_w, out_h, f)]
     if same:
         scalars.append(np.float32(border_value))
     global_size = []
@@ -112,4 +115,4 @@ def run_pixels_kernel(
     kernel(queue, tuple(global_size), tuple(variant.local_size), *buffers, *scalars)
     cl.enqueue_copy(queue, output, buffers[2])
     queue.finish()
-    return output
+    return output.reshape(out_h, out_w // channels, channels) if channels > 1 else output

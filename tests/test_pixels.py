@@ -237,7 +237,7 @@ def test_float64_and_other_integers_run_as_float32_and_come_back_in_their_type()
     "image,filt,options,message",
     [
         (np.zeros((8, 8), np.uint8), np.ones((3, 3), np.complex64), {}, "filter must hold real numbers"),
-        (np.zeros((8, 8, 5), np.uint8), np.ones((3, 3)), {}, "must be 2-D"),
+        (np.zeros((8, 8, 5), np.uint8), np.ones((3, 3)), {}, "C from 1 to 4 channels"),
         (np.zeros((8, 8), np.uint8), np.ones((0, 0)), {}, "filter is empty"),
         (
             np.zeros((8, 8), np.uint8),
@@ -450,3 +450,57 @@ def test_convolve_command_reads_and_writes_png_and_tiff(tmp_path):
     colour = run_cli("convolve", str(tmp_path / "rgb.png"), str(tmp_path / "y.png"), "--filter", "box:3",
                      "--out-dtype", "same", "--db", NO_DB)  # fmt: skip
     assert colour.returncode == 2 and "colour channels" in colour.stderr
+
+
+@pytest.mark.parametrize("channels", [2, 3, 4])
+@pytest.mark.parametrize("border", ["none", "constant", "replicate", "reflect", "mirror", "wrap"])
+def test_interleaved_channels_match_scipy_per_channel(channels, border):
+    """Each channel filtered alike, every border, with and without the __local tile,
+    odd and even widths, anchors at every alignment."""
+    rng = np.random.default_rng(channels)
+    sample = random.Random(f"{channels}{border}")
+    for width, (out_w, out_h), cache_local in ((3, (13, 7), False), (4, (9, 5), True), (6, (2, 3), False)):
+        dtype = sample.choice(list(PIXEL_TYPES))
+        out_dtype = sample.choice([dtype, "float32"])
+        same = border != "none"
+        anchor = sample.randrange(width) if same else -1
+        grow = 0 if same else width - 1
+        image = image_of(dtype, (out_h + grow, out_w + grow, channels), rng)
+        filt = filter_of(width, rng, out_dtype)
+        problem = Conv2DProblem(width, out_w, out_h, dtype, out_dtype=out_dtype, border=border, anchor=anchor,
+                                channels=channels)  # fmt: skip
+        config = {"filter_mode": "define", "work_x": 4, "work_y": 2, "local_x": 4, "local_y": 2}
+        config |= {"cache_local": cache_local, "image_vector": sample.choice([1, 2, 4]), "unroll": "full"}
+        variant = CONV2D.render(config, problem, values=filt)
+        got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=same)
+        for channel in range(channels):
+            plane = image[:, :, channel]
+            if same:
+                exact = scipy_reference(plane, filt, border, anchor=anchor)
+            else:
+                exact = scipy_reference(plane, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
+            assert_matches(
+                got[:, :, channel], exact, plane, filt, f"{border} F={width} {dtype} channel {channel}"
+            )
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_colour_images_equal_cv2_filter2d(channels):
+    rng = np.random.default_rng(8)
+    image = image_of("uint8", (37, 29, channels), rng)
+    for width in (3, 5):
+        filt = filter_of(width, rng, "uint8")
+        ours = autotune.convolve(image, filt, mode="same", border="mirror", out_dtype="same", db=NO_DB)
+        theirs = cv2.filter2D(image, -1, filt).reshape(image.shape)
+        assert ours.shape == image.shape and ours.dtype == np.uint8
+        assert np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1
+    valid = autotune.convolve(image.astype(np.float32), filt, db=NO_DB)
+    assert valid.shape == (33, 25, channels)
+    if channels > 1:
+        with pytest.raises(ValueError, match="separable form filters one channel"):
+            autotune.convolve(image, filt, algorithm="separable", db=NO_DB)
+    else:  # (H, W, 1): one channel, any form
+        separable = autotune.convolve(
+            image, filt, algorithm="separable", mode="same", out_dtype="same", db=NO_DB
+        )
+        assert separable.shape == image.shape

@@ -138,6 +138,7 @@ def best(
     dtype: str,
     out_dtype: str,
     border: str,
+    channels: int,
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -159,7 +160,7 @@ def best(
     if device_index is not None and filter_width is not None:
         info = device_info(device_index)
         size = parse_image_size(size_text) if size_text else None
-        for kind in family.kinds([filter_width], ranks, parse_pixels(dtype, out_dtype, border)):
+        for kind in family.kinds([filter_width], ranks, parse_pixels(dtype, out_dtype, border, channels)):
             choice = resolve_kind(store.best(), family, kind, info, size)
             records.append(_kernel_record(family, device_record(info), choice))
     else:

@@ -158,6 +158,7 @@ def export(
     dtype: str,
     out_dtype: str,
     border: str,
+    channels: int,
     as_json: bool,
 ) -> None:
     """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results.
@@ -190,7 +191,7 @@ def export(
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url, read_only=True)
     info = device_info(device_index)
-    pixels = parse_pixels(dtype, out_dtype, border)
+    pixels = parse_pixels(dtype, out_dtype, border, channels)
     kinds = family.kinds(widths or [], ranks, pixels)
     kinds = kinds if widths is not None else None
     values = {}

@@ -78,7 +78,7 @@ def family_options(function: Any) -> Any:
 
 
 def pixel_options(function: Any) -> Any:
-    """--dtype, --out-dtype and --border: the pixel types and border of the problems."""
+    """--dtype, --out-dtype, --border and --channels: the pixels and border of the problems."""
     from autotune.families.image import BORDER_ALIASES, BORDERS, PIXEL_TYPES
 
     for option in reversed(
@@ -107,22 +107,32 @@ def pixel_options(function: Any) -> Any:
                 show_default=True,
                 help="none: 'valid' output; else 'same' output, read past the edge as named.",
             ),
+            click.option(
+                "--channels",
+                "channels",
+                type=click.IntRange(1, 4),
+                default=1,
+                show_default=True,
+                help="Interleaved channels per pixel, each filtered alike (conv2d).",
+            ),
         )
     ):
         function = option(function)
     return function
 
 
-def parse_pixels(dtype: str, out_dtype: str, border: str) -> dict[str, str]:
-    """The problem fields --dtype, --out-dtype and --border name, where not the defaults."""
+def parse_pixels(dtype: str, out_dtype: str, border: str, channels: int = 1) -> dict[str, Any]:
+    """The problem fields --dtype, --out-dtype, --border and --channels name, where not
+    the defaults."""
     from autotune.families.image import border_name
 
     pixels = {
         "dtype": dtype,
         "out_dtype": dtype if out_dtype == "same" else out_dtype,
         "border": "none" if border.lower() == "none" else border_name(border),
+        "channels": channels,
     }
-    defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none"}
+    defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none", "channels": 1}
     return {k: v for k, v in pixels.items() if v != defaults[k]}
 
 

@@ -46,6 +46,7 @@ def search(
     dtype: str,
     out_dtype: str,
     border: str,
+    channels: int,
     trials: int,
     time_budget: float | None,
     sampler: str | None,
@@ -66,7 +67,7 @@ def search(
 
     family = get_family(family_name)
     widths = parse_filter_widths(widths_text)
-    kinds = family.kinds(widths, parse_ranks(ranks_text), parse_pixels(dtype, out_dtype, border))
+    kinds = family.kinds(widths, parse_ranks(ranks_text), parse_pixels(dtype, out_dtype, border, channels))
     sampler = sampler or DEFAULT_SAMPLER
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")

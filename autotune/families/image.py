@@ -92,7 +92,7 @@ def pad_for_border(
 ) -> np.ndarray:
     """`image` grown by rows/columns before and after as `border` sees past its edge
     (what a kernel with that border reads; for references and host fallbacks)."""
-    widths = ((before[0], after[0]), (before[1], after[1]))
+    widths = ((before[0], after[0]), (before[1], after[1])) + ((0, 0),) * (image.ndim - 2)
     if border == "constant":
         return np.pad(image, widths, mode="constant", constant_values=value)
     return np.pad(image, widths, mode=NUMPY_PAD_MODES[border])  # type: ignore[call-overload]

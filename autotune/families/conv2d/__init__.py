@@ -62,11 +62,19 @@ class Conv2D(KernelFamily):
     )
 
     def kind(
-        self, filter_width: int, dtype: str = "float32", out_dtype: str = "float32", border: str = "none"
+        self,
+        filter_width: int,
+        dtype: str = "float32",
+        out_dtype: str = "float32",
+        border: str = "none",
+        channels: int = 1,
     ) -> dict[str, Any]:
-        """The problem kind of a filter width, pixel types and border (its key without
-        the output size)."""
-        return Conv2DProblem(filter_width, 1, 1, dtype, out_dtype=out_dtype, border=border).kind()
+        """The problem kind of a filter width, pixel types, border and channels (its key
+        without the output size)."""
+        problem = Conv2DProblem(
+            filter_width, 1, 1, dtype, out_dtype=out_dtype, border=border, channels=channels
+        )
+        return problem.kind()
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
         """`F=5`, or with other pixels or a border `F=5 uint8->uint8 mirror`."""
@@ -76,6 +84,8 @@ class Conv2D(KernelFamily):
             words.append(f"{dtype}->{out_dtype}")
         if kind.get("border", "none") != "none":
             words.append(kind["border"])
+        if kind.get("channels", 1) != 1:
+            words.append(f"{kind['channels']}ch")
         return " ".join(words)
 
     def kinds(
@@ -116,8 +126,8 @@ class Conv2D(KernelFamily):
         fewer of those that differ, the nearer (a border changes edge tiles only)."""
         if kind["filter_width"] != other["filter_width"]:
             return None
-        fields = ("dtype", "out_dtype", "border")
-        defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none"}
+        fields = ("dtype", "out_dtype", "border", "channels")
+        defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none", "channels": 1}
         return sum(kind.get(f, defaults[f]) != other.get(f, defaults[f]) for f in fields) - 0.5 * (
             kind.get("border", "none") != other.get("border", "none")
         )
@@ -150,11 +160,18 @@ class Conv2D(KernelFamily):
             out_dtype=problem.out_dtype,
             border=problem.border,
             anchor=problem.anchor_tap,
+            channels=problem.channels,
         )
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
         assert isinstance(problem, Conv2DProblem)
-        sizes = (problem.in_width, problem.out_width, problem.out_height, problem.filter_width)
+        channels = problem.channels
+        sizes = (
+            problem.in_width * channels,
+            problem.out_width * channels,
+            problem.out_height,
+            problem.filter_width,
+        )
         arguments = (buffers["input"], buffers["filter"], buffers["output"], *(np.int32(n) for n in sizes))
         if problem.same:
             return (*arguments, np.float32(buffers.get("border_value", 0.0)))

@@ -24,6 +24,8 @@ from autotune.families.image import (
     saturated,
 )
 
+MAX_CHANNELS = 4
+
 
 @dataclass(frozen=True)
 class Conv2DProblem(ValidImage, Problem):
@@ -34,7 +36,7 @@ class Conv2DProblem(ValidImage, Problem):
 
     family: ClassVar[str] = "conv2d"
     size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
-    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor")
+    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor", "channels")
 
     filter_width: int
     out_width: int
@@ -44,6 +46,7 @@ class Conv2DProblem(ValidImage, Problem):
     out_dtype: str = "float32"
     border: str = "none"
     anchor: int = -1  # 'same' output: the tap over the output pixel; -1: F // 2 (cv2's default)
+    channels: int = 1  # interleaved channels per pixel, each filtered alike
 
     def __post_init__(self) -> None:
         for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype)):
@@ -51,6 +54,8 @@ class Conv2DProblem(ValidImage, Problem):
                 raise UsageError(f"{name} must be one of {', '.join(PIXEL_TYPES)}, got {value!r}")
         if self.border not in BORDERS:
             raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {self.border!r}")
+        if type(self.channels) is not int or not 1 <= self.channels <= MAX_CHANNELS:
+            raise UsageError(f"channels must be from 1 to {MAX_CHANNELS}, got {self.channels!r}")
         if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
             raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
 
@@ -79,18 +84,29 @@ class Conv2DProblem(ValidImage, Problem):
     @property
     def min_bytes(self) -> int:
         pixels_in, pixels_out = self.in_width * self.in_height, self.out_width * self.out_height
-        return np.dtype(self.dtype).itemsize * pixels_in + self.output_dtype.itemsize * pixels_out
+        values = np.dtype(self.dtype).itemsize * pixels_in + self.output_dtype.itemsize * pixels_out
+        return values * self.channels
 
     @property
     def flops(self) -> int:
-        return 2 * self.filter_width**2 * self.out_width * self.out_height
+        return 2 * self.filter_width**2 * self.out_width * self.out_height * self.channels
+
+    @property
+    def launch_extent(self) -> tuple[int, int]:
+        return (self.out_width * self.channels, self.out_height)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        if self.channels == 1:
+            return (self.out_height, self.out_width)
+        return (self.out_height, self.out_width, self.channels)
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """Seeded input image and filter. Float pixels and the filter are uniform in
         [-1, 1); integer pixels span their type, and for integer output the filter
         sums to 1 (most outputs in range, some saturating at either end)."""
         rng = np.random.default_rng(self.seed)
-        shape = (self.in_height, self.in_width)
+        shape = (self.in_height, self.in_width) + ((self.channels,) if self.channels > 1 else ())
         kind = np.dtype(self.dtype)
         if kind.kind in "iu":
             info = np.iinfo(kind)
@@ -113,11 +129,16 @@ class Conv2DProblem(ValidImage, Problem):
 
     def reference(self) -> np.ndarray:
         image, filt = self.data()
-        if self.same:
-            before = (self.anchor_tap, self.anchor_tap)
-            after = (self.filter_width - 1 - self.anchor_tap,) * 2
-            image = pad_for_border(image.astype(np.float64), before, after, self.border)
-        return saturated(correlate_valid(image, filt), self.out_dtype)
+        planes = image.reshape(*image.shape[:2], -1)
+        outputs = []
+        for channel in range(planes.shape[2]):
+            plane = planes[:, :, channel].astype(np.float64)
+            if self.same:
+                before = (self.anchor_tap, self.anchor_tap)
+                after = (self.filter_width - 1 - self.anchor_tap,) * 2
+                plane = pad_for_border(plane, before, after, self.border)
+            outputs.append(correlate_valid(plane, filt))
+        return saturated(np.stack(outputs, axis=-1).reshape(self.output_shape), self.out_dtype)
 
     def tolerance(self) -> float:
         image, filt = self.data()

@@ -65,6 +65,7 @@ def generate(
     out_dtype: str = "float32",
     border: str = "none",
     anchor: int = 0,
+    channels: int = 1,
 ) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist.
 
@@ -75,7 +76,7 @@ def generate(
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
-    reasons = space.violations(config, {"filter_width": filter_width})
+    reasons = space.violations(config, {"filter_width": filter_width, "channels": channels})
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
     literal = literal_filter(config)
@@ -89,7 +90,7 @@ def generate(
     filter_row_type = "__local const float" if filter_local else filter_type
     if literal:
         filter_row_type = "__constant float"
-    tile_pitch = config["local_x"] * config["work_x"] + filter_width - 1
+    tile_pitch = config["local_x"] * config["work_x"] + (filter_width - 1) * channels
     source = load_template(TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(config, sort_keys=True),
@@ -102,7 +103,10 @@ def generate(
         row_space="__local" if config["cache_local"] else "__global",
         # The __local tile's pitch is known when compiling; so is the column loop's step.
         tile_loads=_widest_read(config["image_vector"], tile_pitch),
-        step_loads=_widest_read(4, config["vector"] * config["unroll"]) if config["unroll"] != "full" else 4,
+        step_loads=_widest_read(4, config["vector"] * config["unroll"] * channels)
+        if config["unroll"] != "full"
+        else 4,
+        channels=channels,
         pixel_type=PIXEL_TYPES[dtype],
         out_type=PIXEL_TYPES[out_dtype],
         border=border,
@@ -116,8 +120,8 @@ def generate(
         column_origin="x0" if border == "none" else "in_x0",
     )
     render_key: dict[str, Any] = {"filter_width": filter_width}
-    if (dtype, out_dtype, border) != ("float32", "float32", "none"):
-        render_key.update(dtype=dtype, out_dtype=out_dtype, border=border)
+    if (dtype, out_dtype, border, channels) != ("float32", "float32", "none", 1):
+        render_key.update(dtype=dtype, out_dtype=out_dtype, border=border, channels=channels)
     if border != "none":
         render_key["anchor"] = anchor
     return KernelVariant(

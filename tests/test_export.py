@@ -319,7 +319,8 @@ def test_convolve_nan_passes_through():
 @pytest.mark.parametrize(
     "image,filt,error,message",
     [
-        (np.ones((3, 4, 5)), np.ones((3, 3)), ValueError, "2-D"),
+        (np.ones((3, 4, 5)), np.ones((3, 3)), ValueError, "C from 1 to 4 channels"),
+        (np.ones((3, 4, 2, 2)), np.ones((3, 3)), ValueError, r"\(H, W\) or \(H, W, C\)"),
         (np.ones((0, 4)), np.ones((3, 3)), ValueError, "empty"),
         (np.ones((8, 8)), np.ones((3, 2)), ValueError, "square"),
         (np.ones((2, 8)), np.ones((3, 3)), ValueError, "smaller"),
@@ -421,14 +422,17 @@ def test_convolve_command(tuned_db, tmp_path):
     assert result.returncode == 0, result.stderr
     expected = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode="constant")
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=2e-5)
-    np.save(tmp_path / "cube.npy", np.ones((2, 3, 4)))
+    np.save(tmp_path / "cube.npy", np.ones((2, 3, 4, 2)))
     (tmp_path / "junk.npy").write_text("not numpy")
     for args, message in (
         (
             [str(tmp_path / "junk.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "f.npy")],
             "not a readable",
         ),
-        ([str(tmp_path / "cube.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "f.npy")], "2-D"),
+        (
+            [str(tmp_path / "cube.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "f.npy")],
+            "(H, W) or (H, W, C)",
+        ),
         (
             [str(tmp_path / "in.npy"), str(tmp_path / "o.npy"), "--filter", str(tmp_path / "none.npy")],
             "--filter",

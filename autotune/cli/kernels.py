@@ -330,16 +330,14 @@ def convolve_command(
         for input_path, output_path in zip(inputs, outputs, strict=True):
             image = read_image("IN", input_path) if is_image_file(input_path) else load_npy("IN", input_path)
             options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
-            # A Convolver takes float32 in and out with zeros past the edge; others go through convolve().
+            # A Convolver takes one float32 channel in and out, zeros past the edge; others: convolve().
             pixels = {"border": border, "out_dtype": out_dtype}
             zeros = mode == "valid" or border == "constant"
-            plain = image.dtype == np.float32 and out_dtype == "float32" and zeros
+            plain = image.ndim == 2 and image.dtype == np.float32 and out_dtype == "float32" and zeros
             try:
                 if not many or not plain or image.size >= MAX_INDEXED // 2:  # bands if need be
                     result = convolve(image, filt, **options, **pixels)
                 else:
-                    if image.ndim != 2:
-                        raise ValueError(f"{input_path}: image must be 2-D, got shape {image.shape}")
                     if image.shape not in convolvers:
                         convolvers[image.shape] = Convolver(image.shape, filt, **options)
                     result = convolvers[image.shape](image)

@@ -175,8 +175,8 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
             if old_file.suffix == ".json":
                 old, new = json.loads(old_file.read_text()), json.loads(new_file.read_text())
                 assert new.pop("family") == "conv2d"
-                pixels = [new.pop(k) for k in ("dtype", "out_dtype", "border")]
-                assert pixels == ["float32", "float32", "none"]
+                pixels = [new.pop(k) for k in ("dtype", "out_dtype", "border", "channels")]
+                assert pixels == ["float32", "float32", "none", 1]
                 for manifest in (old, new):
                     del manifest["device"]  # this machine's, not the fixture's
                 old["config"] = today(old["config"])

@@ -207,6 +207,8 @@ class Conv2D(KernelFamily):
             "border": border,
             # 'same' output: the filter tap over each output pixel, in x and y
             **({"anchor": key["anchor"]} if border != "none" else {}),
+            # interleaved channels: widths and the launch's x extent count values (pixels x channels)
+            "channels": key.get("channels", 1),
             # True: the taps are in the source and the filter argument is ignored.
             "filter_compiled_in": literal_filter(variant.config),
             "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),

@@ -21,7 +21,7 @@ def _c_string(text: str) -> str:
 
 def holds_in_header(variant: KernelVariant) -> bool:
     """Whether the header holds this kernel: float32 'valid' ones (looked up by width)."""
-    return "border" not in variant.render_key
+    return "border" not in variant.render_key  # float32, one channel, 'valid' (all defaults)
 
 
 def c_header(kernels: list[tuple[KernelVariant, dict[str, Any]]]) -> str:

@@ -5,10 +5,14 @@ For each filter width: tune with a fixed budget (or reuse the database), then ti
 the best kernel (OpenCL profiling events, kernel only) and cv2.filter2D (host clock,
 cv2 limited to as many threads as PoCL has compute units) in interleaved rounds, and
 print the ratio. cv2 filters the same input image; its output is the input's size,
-so it computes slightly more outputs ((W+F-1)^2 against W^2).
+so it computes slightly more outputs ((W+F-1)^2 against W^2). With --pixels naming a
+pixel type, output type, border or channels (problem fields as JSON), both filter the
+same uint8 / colour image, 'same' output with the same border, cv2 with ddepth=-1 where
+the output keeps the input's type.
 
     python bench/cpu_vs_opencv.py --device 0 [--filter-width 3,5,9,17] [--image-size 2048x2048]
                                   [--trials 60] [--db sqlite:///bench.db] [--rounds 5]
+                                  [--pixels '{"dtype": "uint8", "out_dtype": "uint8", "border": "mirror"}']
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ from autotune.devices import device_info
 from autotune.evaluate import Evaluator
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.conv2d.inputs import parse_filter_widths, parse_image_size
-from autotune.families.conv2d.problem import correlate_valid
 from autotune.outcomes import TimingPolicy
 from autotune.store import Store
 from autotune.tune import Budget, Tuner
+
+CV2_BORDERS = {"none": 0, "constant": 0, "replicate": 1, "reflect": 2, "wrap": 3, "mirror": 4}  # cv2.BORDER_*
 
 
 def main() -> int:
@@ -40,7 +45,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--db", default="sqlite:///cpu_vs_opencv.db")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--pixels", default="{}", help="problem fields as JSON (dtype, out_dtype, border, channels)"
+    )
     args = parser.parse_args()
+    pixels = json.loads(args.pixels)
 
     import cv2
 
@@ -55,7 +64,7 @@ def main() -> int:
         args.device,
         device,
         CONV2D,
-        [Conv2DProblem(width, *size) for width in widths],
+        [Conv2DProblem(width, *size, **pixels) for width in widths],
         budget=Budget(trials=args.trials),
         listener=lambda kind, data: (
             print(f"  {kind} {data['label']}", file=sys.stderr) if kind == "problem_done" else None
@@ -72,10 +81,13 @@ def main() -> int:
             assert isinstance(problem, Conv2DProblem)
             width = problem.filter_width
             image, filt = problem.data()
-            expected = cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_CONSTANT)
+            depth = -1 if problem.out_dtype == problem.dtype else cv2.CV_32F
+            border = CV2_BORDERS[problem.border]
+            expected = cv2.filter2D(image, depth, filt, borderType=border)
             half = width // 2
-            valid = expected[half : half + size[1], half : half + size[0]]
-            assert width % 2 == 1, "cv2's anchor for even widths differs; use odd widths"
+            if not problem.same:
+                assert width % 2 == 1, "cv2's anchor for even widths differs; use odd widths"
+                expected = expected[half : half + size[1], half : half + size[0]]
             ours, theirs = [], []
             for _ in range(args.rounds):
                 m = evaluator.evaluate(result.best_config, problem)
@@ -84,11 +96,11 @@ def main() -> int:
                 times = []
                 for _ in range(5):
                     start = time.perf_counter()
-                    cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_CONSTANT)
+                    cv2.filter2D(image, depth, filt, borderType=border)
                     times.append((time.perf_counter() - start) * 1e3)
                 theirs.append(statistics.median(times))
             ours_ms, theirs_ms = statistics.median(ours), statistics.median(theirs)
-            reference = correlate_valid(image, filt)
+            reference = problem.reference()
             rows.append(
                 {
                     "filter_width": width,
@@ -97,13 +109,15 @@ def main() -> int:
                     "ratio": ours_ms / theirs_ms,
                     "gflops": problem.flops / (ours_ms * 1e-3) / 1e9,
                     "config": result.best_config,
-                    "cv2_max_error": float(np.abs(valid - reference).max()),
+                    "cv2_max_error": float(np.abs(expected.reshape(reference.shape) - reference).max()),
                 }
             )
+    kind_words = CONV2D.describe_kind(Conv2DProblem(1, 1, 1, **pixels).kind()).partition(" ")[2]
     print(
         f"CPU comparison, {datetime.date.today()}, {device.name} ({device.platform}, "
         f"{threads} compute units), "
-        f"{size[0]}x{size[1]} output, float32; tuning {args.trials} trials per width took {tuning_s:.0f} s.\n"
+        f"{size[0]}x{size[1]} output, {kind_words or 'float32'}; "
+        f"tuning {args.trials} trials per width took {tuning_s:.0f} s.\n"
     )
     print("| F | tuned kernel ms | cv2.filter2D ms | ours / cv2 | GFLOP/s | config |")
     print("|---|---|---|---|---|---|")

@@ -11,6 +11,8 @@ asked, so calls chain on the queue.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 from typing import Any
 
@@ -18,22 +20,30 @@ import numpy as np
 
 import autotune.runtime as runtime
 from autotune.families import get_family
+from autotune.families.conv2d import CONV2D
+from autotune.families.conv2d.problem import MAX_CHANNELS
+from autotune.families.image import pad_for_border
 from autotune.lookup import Choice
 
 
 class Convolver:
     """Correlate images of one shape with one filter (convolve with `flip=True`), as
-    `autotune.convolve` would; `image_shape` is the shape callers pass. `.queue` and
-    `.context` are the device's: make device arrays with them
-    (`pyopencl.array.to_device(convolver.queue, image)`). `.plan` is the kernel chosen."""
+    `autotune.convolve` would; `image_shape` is the shape callers pass, (H, W) or
+    (H, W, C), and `dtype` their pixel type. `.queue` and `.context` are the device's:
+    make device arrays with them (`pyopencl.array.to_device(convolver.queue, image)`).
+    `.plan` is the kernel chosen."""
 
     def __init__(
         self,
-        image_shape: tuple[int, int],
+        image_shape: tuple[int, ...],
         filter: Any,  # noqa: A002 - the name users expect
         *,
         device: int | None = None,
         mode: str = "valid",
+        border: Any = "constant",
+        border_value: float = 0.0,
+        dtype: Any = np.float32,
+        out_dtype: Any = np.float32,
         db: str | None = None,
         flip: bool = False,
         specialise: bool = False,
@@ -41,42 +51,69 @@ class Convolver:
     ) -> None:
         import pyopencl as cl
 
-        if len(image_shape) != 2 or not all(type(n) is int and n > 0 for n in image_shape):
-            raise ValueError(f"image_shape must be two positive ints, got {image_shape!r}")
+        shaped = len(image_shape) == 2 or (len(image_shape) == 3 and 1 <= image_shape[2] <= MAX_CHANNELS)
+        if not shaped or not all(type(n) is int and n > 0 for n in image_shape):
+            raise ValueError(f"image_shape must be (H, W) or (H, W, C) of positive ints, got {image_shape!r}")
         filt = runtime.prepared_filter(filter, mode, flip)
         self.filter_width = width = filt.shape[0]
         self.image_shape = tuple(image_shape)
         self.mode = mode
-        self._padding = runtime.same_padding(width, flip) if mode == "same" else None
-        padded = (image_shape[0] + width - 1, image_shape[1] + width - 1) if mode == "same" else image_shape
-        runtime.check_image_shape(padded, width)
-        if padded[0] * padded[1] > runtime.MAX_INDEXED:
+        channels = image_shape[2] if len(image_shape) == 3 else 1
+        pixels = runtime.pixels_of(dtype, out_dtype, mode, border)
+        self._pixels = dataclasses.replace(pixels, flip=flip, channels=channels)
+        self._border_value = border_value
+        self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
+        if self._pixels.border == "none":
+            runtime.check_image_shape(self.image_shape, width)
+        if (
+            math.prod(self.image_shape) + 2 * width * sum(self.image_shape[:2]) * channels
+            > runtime.MAX_INDEXED
+        ):
             raise ValueError(
-                f"an image of {padded[0] * padded[1]} values is more than one kernel can index; "
+                f"an image of {math.prod(self.image_shape)} values is more than one kernel can index; "
                 "autotune.convolve() runs it in bands"
             )
         device_index = runtime._check_options(device, db)
         with runtime._lock:
             info, self.context, self.queue = runtime._context(device_index)
             self.plan: Choice
-            self.plan, values = runtime._plan(padded, width, info, db, filt, algorithm, specialise)
+            self.plan, values = runtime._plan(
+                self.image_shape[:2], width, info, db, filt, algorithm, specialise, self._pixels
+            )
             self._family = get_family(self.plan.problem.family)
             self._variant = runtime._variant(self.plan, self._family, values, info, db, specialise)
             variant = self._variant
             self._kernel = runtime._kernel(
                 device_index, self.context, variant.source, variant.kernel_name, variant.build_options
             )
+        # The direct family reads the pixels and the border itself; the separable form is
+        # given float32 with the border padded on the host.
+        self._host_padding = runtime.same_padding(width, flip) if self._family is not CONV2D else None
+        if self._host_padding is not None and self._pixels.border != "none":
+            (top, bottom), (left, right) = self._host_padding
+            self._input_shape = (image_shape[0] + top + bottom, image_shape[1] + left + right)
+            self._input_dtype = np.dtype(np.float32)
+        else:
+            self._host_padding = None
+            self._input_shape = self.image_shape
+            self._input_dtype = self.dtype if self._family is CONV2D else np.dtype(np.float32)
         taps = self._family.value_arrays(values)
         mf = cl.mem_flags
-        self._taps = {
+        self._taps: dict[str, Any] = {
             name: cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
             for name, a in taps.items()
         }
+        if getattr(self.plan.problem, "same", False):
+            self._taps["border_value"] = border_value
         self.output_shape = self.plan.problem.output_shape
-        self._input = cl.Buffer(self.context, mf.READ_ONLY, size=4 * padded[0] * padded[1])
-        self._output = cl.Buffer(self.context, mf.WRITE_ONLY, size=4 * int(np.prod(self.output_shape)))
+        if len(self.image_shape) == 3 and len(self.output_shape) == 2:  # (H, W, 1)
+            self.output_shape = (*self.output_shape, 1)
+        self.output_dtype = self.plan.problem.output_dtype  # what the kernel writes
+        input_bytes = math.prod(self._input_shape) * self._input_dtype.itemsize
+        self._input = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
+        output_bytes = math.prod(self.output_shape) * self.output_dtype.itemsize
+        self._output = cl.Buffer(self.context, mf.WRITE_ONLY, size=output_bytes)
         self._global_size = self._family.global_size(self._variant, self.plan.problem)
-        self._padded_shape = padded
         self._staging: tuple[Any, ...] | None = None  # pinned host buffers, made on the first NumPy call
         self._host_calls = threading.Lock()  # NumPy calls share the staging and device buffers
 
@@ -91,9 +128,10 @@ class Convolver:
             into = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=self._input.size)
             back = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=self._output.size)
             flags = cl.map_flags.READ | cl.map_flags.WRITE
-            image, _ = cl.enqueue_map_buffer(self.queue, into, flags, 0, self._padded_shape, np.float32)
-            result, _ = cl.enqueue_map_buffer(self.queue, back, flags, 0, self.output_shape, np.float32)
-            image[...] = 0.0  # the zero border of mode="same" stays as it is
+            image, _ = cl.enqueue_map_buffer(self.queue, into, flags, 0, self._input_shape, self._input_dtype)
+            result, _ = cl.enqueue_map_buffer(
+                self.queue, back, flags, 0, self.output_shape, self.output_dtype
+            )
             self._staging = (into, back, image, result)
         return self._staging[2], self._staging[3]
 
@@ -109,45 +147,53 @@ class Convolver:
 
     def __call__(self, image: Any, *, out: Any = None, wait: bool = True) -> Any:
         """NumPy in, NumPy out (the image's shape must be `image_shape`); or a pyopencl
-        Array in, a pyopencl Array out (`out=` a float32 array of `output_shape` in this
-        context), queued after the arrays' pending events and waited for only if `wait`."""
+        Array in (of `dtype`), a pyopencl Array out (`out=` an array of `output_shape`
+        and `output_dtype` in this context), queued after the arrays' pending events and
+        waited for only if `wait`."""
         import pyopencl as cl
         import pyopencl.array as cl_array
 
         if isinstance(image, cl_array.Array):
             return self._on_device(image, out, wait)
-        host = runtime._as_image("image", image)
+        host = runtime._as_pixels(image)
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")
+        result_dtype = self._pixels.result
         if out is None:
-            out = np.empty(self.output_shape, dtype=np.float32)
-        elif not (isinstance(out, np.ndarray) and out.shape == self.output_shape and out.dtype == np.float32):
-            raise ValueError(f"out must be a float32 NumPy array of shape {self.output_shape}")
+            out = np.empty(self.output_shape, dtype=result_dtype)
+        elif not (
+            isinstance(out, np.ndarray) and out.shape == self.output_shape and out.dtype == result_dtype
+        ):
+            raise ValueError(f"out must be a {result_dtype} NumPy array of shape {self.output_shape}")
         with self._host_calls:
             staged_image, staged_result = self._pinned()
-            if self._padding is None:
-                np.copyto(staged_image, host)
+            if self._host_padding is None:
+                np.copyto(staged_image, host, casting="unsafe")
             else:
-                (top, _), (left, _) = self._padding
-                staged_image[top : top + host.shape[0], left : left + host.shape[1]] = host
+                padding = tuple(zip(*self._host_padding, strict=True))
+                padded = pad_for_border(host, *padding, self._pixels.border, self._border_value)  # type: ignore[arg-type]
+                np.copyto(staged_image, padded, casting="unsafe")
             cl.enqueue_copy(self.queue, self._input, staged_image, is_blocking=False)
             self._launch(self._input, self._output)
             cl.enqueue_copy(self.queue, staged_result, self._output, is_blocking=True)
-            np.copyto(out, staged_result)
+            np.copyto(out, runtime._as_result(staged_result, result_dtype))
         return out
 
     def _on_device(self, image: Any, out: Any, wait: bool) -> Any:
         import pyopencl.array as cl_array
 
-        if self._padding is not None:
-            raise ValueError('device arrays take mode="valid" (pad on the device, then call)')
-        _check_device_array("image", image, self.image_shape, self.context)
+        if self._host_padding is not None or self._input_dtype != self.dtype:
+            raise ValueError(
+                "device arrays run on the direct form, or on the separable form with mode='valid' and "
+                "float32 (this Convolver pads or converts on the host)"
+            )
+        _check_device_array("image", image, self.image_shape, self.context, self.dtype)
         if out is None:
-            out = cl_array.empty(self.queue, self.output_shape, np.float32)
+            out = cl_array.empty(self.queue, self.output_shape, self.output_dtype)
         elif not isinstance(out, cl_array.Array):
             raise TypeError("out must be a pyopencl Array when the image is one")
         else:
-            _check_device_array("out", out, self.output_shape, self.context)
+            _check_device_array("out", out, self.output_shape, self.context, self.output_dtype)
         event = self._launch(image.base_data, out.base_data, wait_for=[*image.events, *out.events] or None)
         out.add_event(event)
         if wait:
@@ -159,9 +205,9 @@ class Convolver:
         return f"Convolver({fields}, level={self.plan.level!r})"
 
 
-def _check_device_array(name: str, array: Any, shape: tuple[int, ...], context: Any) -> None:
-    if array.dtype != np.float32:
-        raise TypeError(f"{name} must be a float32 array, got {array.dtype}")
+def _check_device_array(name: str, array: Any, shape: tuple[int, ...], context: Any, dtype: np.dtype) -> None:
+    if array.dtype != dtype:
+        raise TypeError(f"{name} must be a {dtype} array, got {array.dtype}")
     if tuple(array.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(array.shape)}")
     if not array.flags.c_contiguous or array.offset != 0:

@@ -78,9 +78,12 @@ def test_arrays_it_cannot_take_are_clear_errors(db):
     other = cl.CommandQueue(cl.Context([queue.device]))
     with pytest.raises(ValueError, match="another OpenCL context"):
         convolver(cl_array.to_device(other, IMAGE))
-    same = autotune.Convolver(IMAGE.shape, FULL_RANK, mode="same", db=db)
-    with pytest.raises(ValueError, match='mode="valid"'):
-        same(cl_array.to_device(same.queue, IMAGE))
+    padded_on_host = autotune.Convolver(IMAGE.shape, RANK_ONE, mode="same", algorithm="separable", db=db)
+    with pytest.raises(ValueError, match="device arrays run on the direct form"):
+        padded_on_host(cl_array.to_device(padded_on_host.queue, IMAGE))
+    uint8 = autotune.Convolver(IMAGE.shape, FULL_RANK, dtype=np.uint8, db=db)
+    with pytest.raises(TypeError, match="must be a uint8 array"):
+        uint8(cl_array.to_device(uint8.queue, IMAGE))
     with pytest.raises(ValueError, match="image_shape"):
         autotune.Convolver((45,), FULL_RANK, db=db)
     with pytest.raises(ValueError, match="smaller than"):
@@ -98,3 +101,24 @@ def test_its_kernel_is_fixed_when_built(tmp_path):
     after = autotune.Convolver(image.shape, FULL_RANK, db=db)
     assert after.plan.level == "exact" and before.plan.level == "default"
     np.testing.assert_allclose(after(image), before(image), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_real_images_on_the_host_and_on_the_device(db, channels):
+    """uint8 (colour) frames, 'same' output with cv2's default border, uint8 out: the
+    host path, the device path and cv2.filter2D agree."""
+    cv2 = pytest.importorskip("cv2")
+    shape = (37, 50, channels) if channels > 1 else (37, 50)
+    frame = RNG.integers(0, 256, shape).astype(np.uint8)
+    blur = (RANK_ONE / RANK_ONE.sum()).astype(np.float32)
+    options = {"mode": "same", "border": "mirror", "dtype": np.uint8, "out_dtype": "same", "db": db}
+    convolver = autotune.Convolver(shape, blur, **options)
+    assert convolver.plan.algorithm == "direct" and convolver.plan.problem.border == "mirror"
+    on_host = convolver(frame)
+    on_device = convolver(cl_array.to_device(convolver.queue, frame)).get()
+    theirs = cv2.filter2D(frame, -1, blur).reshape(shape)
+    assert on_host.dtype == on_device.dtype == np.uint8 and on_host.shape == shape
+    assert np.array_equal(on_host, on_device)
+    assert np.abs(on_host.astype(int) - theirs.astype(int)).max() <= 1
+    del options["dtype"]  # convolve() takes it from the image
+    assert np.array_equal(on_host, autotune.convolve(frame, blur, **options))

@@ -230,7 +230,7 @@ def pixels_of(dtype: Any, out_dtype: Any, mode: str, border: Any) -> Pixels:
 
 
 def plan(
-    image_shape: tuple[int, int],
+    image_shape: tuple[int, ...],
     filter_width: int,
     *,
     device: int = 0,
@@ -243,7 +243,8 @@ def plan(
     dtype: Any = np.float32,
     out_dtype: Any = np.float32,
 ) -> Choice:
-    """The kernel `convolve` would use for an image of this shape and dtype.
+    """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C))
+    and dtype.
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
@@ -252,8 +253,9 @@ def plan(
     taps = None if filter is None else prepared_filter(filter, "valid", False)
     if taps is not None and taps.shape[0] != filter_width:
         raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
-    pixels = pixels_of(dtype, out_dtype, mode, border)
-    return _plan(image_shape, filter_width, info, db, taps, algorithm, specialise, pixels)[0]
+    channels = image_shape[2] if len(image_shape) == 3 else 1
+    pixels = dataclasses.replace(pixels_of(dtype, out_dtype, mode, border), channels=channels)
+    return _plan(image_shape[:2], filter_width, info, db, taps, algorithm, specialise, pixels)[0]
 
 
 def _plan(

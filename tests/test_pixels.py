@@ -504,3 +504,14 @@ def test_colour_images_equal_cv2_filter2d(channels):
             image, filt, algorithm="separable", mode="same", out_dtype="same", db=NO_DB
         )
         assert separable.shape == image.shape
+
+
+def test_exports_of_other_channel_counts_do_not_share_a_name():
+    stems = {
+        CONV2D.export_stem(
+            CONV2D.render({}, Conv2DProblem(3, 8, 8, "uint8", out_dtype="uint8", border=b, channels=c))
+        )
+        for b in ("mirror", "wrap")
+        for c in (1, 3)
+    }
+    assert len(stems) == 4 and CONV2D.export_stem(CONV2D.render({}, Conv2DProblem(3, 8, 8))) == "convolve_f3"

@@ -219,7 +219,8 @@ class Conv2D(KernelFamily):
         key = variant.render_key
         if "border" not in key:
             return f"convolve_f{key['filter_width']}"
-        return f"convolve_f{key['filter_width']}_{key['dtype']}_{key['out_dtype']}_{key['border']}"
+        stem = f"convolve_f{key['filter_width']}_{key['dtype']}_{key['out_dtype']}_{key['border']}"
+        return stem if key.get("channels", 1) == 1 else f"{stem}_{key['channels']}ch"
 
 
 CONV2D = Conv2D()

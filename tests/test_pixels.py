@@ -515,3 +515,6 @@ def test_exports_of_other_channel_counts_do_not_share_a_name():
         for c in (1, 3)
     }
     assert len(stems) == 4 and CONV2D.export_stem(CONV2D.render({}, Conv2DProblem(3, 8, 8))) == "convolve_f3"
+    kinds = [Conv2DProblem(4, 8, 8, border="mirror", anchor=anchor) for anchor in (-1, 1, 2)]
+    assert len({CONV2D.export_stem(CONV2D.render({}, k)) for k in kinds}) == 2  # -1 is 2, the centre
+    assert len({CONV2D.describe_kind(k.kind()) for k in kinds}) == 2  # one problem, whichever way named

@@ -77,13 +77,16 @@ class Conv2D(KernelFamily):
         return problem.kind()
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
-        """`F=5`, or with other pixels or a border `F=5 uint8->uint8 mirror`."""
+        """`F=5`, or with other pixels, a border, an anchor or channels
+        `F=4 uint8->uint8 mirror anchor=1 3ch` (unique per kind)."""
         words = [f"F={kind['filter_width']}"]
         dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
         if (dtype, out_dtype) != ("float32", "float32"):
             words.append(f"{dtype}->{out_dtype}")
         if kind.get("border", "none") != "none":
             words.append(kind["border"])
+        if kind.get("anchor", -1) != -1:
+            words.append(f"anchor={kind['anchor']}")
         if kind.get("channels", 1) != 1:
             words.append(f"{kind['channels']}ch")
         return " ".join(words)
@@ -220,6 +223,8 @@ class Conv2D(KernelFamily):
         if "border" not in key:
             return f"convolve_f{key['filter_width']}"
         stem = f"convolve_f{key['filter_width']}_{key['dtype']}_{key['out_dtype']}_{key['border']}"
+        if key.get("anchor", key["filter_width"] // 2) != key["filter_width"] // 2:
+            stem += f"_anchor{key['anchor']}"
         return stem if key.get("channels", 1) == 1 else f"{stem}_{key['channels']}ch"
 
 

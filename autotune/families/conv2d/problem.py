@@ -58,6 +58,8 @@ class Conv2DProblem(ValidImage, Problem):
             raise UsageError(f"channels must be from 1 to {MAX_CHANNELS}, got {self.channels!r}")
         if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
             raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
+        if self.anchor == self.filter_width // 2:  # the centre has one name: one problem, one key
+            object.__setattr__(self, "anchor", -1)
 
     @property
     def same(self) -> bool:

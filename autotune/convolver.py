@@ -11,7 +11,6 @@ asked, so calls chain on the queue.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 from typing import Any
@@ -59,8 +58,7 @@ class Convolver:
         self.image_shape = tuple(image_shape)
         self.mode = mode
         channels = image_shape[2] if len(image_shape) == 3 else 1
-        pixels = runtime.pixels_of(dtype, out_dtype, mode, border)
-        self._pixels = dataclasses.replace(pixels, flip=flip, channels=channels)
+        self._pixels = runtime.pixels_of(dtype, out_dtype, mode, border, flip=flip, channels=channels)
         self._border_value = border_value
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":

@@ -205,7 +205,9 @@ class Pixels:
         return kind
 
 
-def pixels_of(dtype: Any, out_dtype: Any, mode: str, border: Any) -> Pixels:
+def pixels_of(
+    dtype: Any, out_dtype: Any, mode: str, border: Any, *, flip: bool = False, channels: int = 1
+) -> Pixels:
     """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
     `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
     output of the input type (rounded to nearest even and saturated for integer types,
@@ -226,7 +228,8 @@ def pixels_of(dtype: Any, out_dtype: Any, mode: str, border: Any) -> Pixels:
                 f"out_dtype must be 'float32' or 'same' (the image's {dtype.name}), got {out_dtype!r}"
             )
     out = result.name if result.name in PIXEL_TYPES and native == dtype.name else "float32"
-    return Pixels(native, out, "none" if mode == "valid" else border_name(border), result)
+    border = "none" if mode == "valid" else border_name(border)
+    return Pixels(native, out, border, result, flip=flip, channels=channels)
 
 
 def plan(
@@ -254,7 +257,7 @@ def plan(
     if taps is not None and taps.shape[0] != filter_width:
         raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
     channels = image_shape[2] if len(image_shape) == 3 else 1
-    pixels = dataclasses.replace(pixels_of(dtype, out_dtype, mode, border), channels=channels)
+    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels)
     return _plan(image_shape[:2], filter_width, info, db, taps, algorithm, specialise, pixels)[0]
 
 
@@ -406,8 +409,7 @@ def convolve(
     filt = prepared_filter(filter, mode, flip)
     width = filt.shape[0]
     channels = pixels_in.shape[2] if pixels_in.ndim == 3 else 1
-    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border)
-    pixels = dataclasses.replace(pixels, flip=flip, channels=channels)
+    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border, flip=flip, channels=channels)
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
     padding = same_padding(width, flip)

@@ -36,9 +36,12 @@ from autotune.tune import Budget, Tuner
 
 
 def cuda_timer(
-    synchronize: Callable[[], None], event: Callable[[], object]
+    synchronize: Callable[[], None],
+    event: Callable[[], object],
+    elapsed: Callable[[object, object], float] = lambda start, end: start.elapsed_time(end),  # type: ignore[attr-defined]
 ) -> Callable[[Callable[[], None]], float]:
-    """Median ms of a callable over repeated runs, with CUDA events."""
+    """Median ms of a callable over repeated runs, with CUDA events (torch's; for CuPy's
+    pass `elapsed=cupy.cuda.get_elapsed_time`, as its events have no elapsed_time)."""
 
     def measure(run: Callable[[], None], repeats: int = 20) -> float:
         run()
@@ -50,7 +53,7 @@ def cuda_timer(
             run()
             end.record()  # type: ignore[attr-defined]
             end.synchronize()  # type: ignore[attr-defined]
-            times.append(start.elapsed_time(end))  # type: ignore[attr-defined]
+            times.append(elapsed(start, end))
         return statistics.median(times)
 
     return measure
@@ -64,8 +67,8 @@ def peers(image, filt) -> dict[str, Callable[[], float]]:  # noqa: ANN001 - nump
         from cupyx.scipy import ndimage
 
         gpu_image, gpu_filter = cupy.asarray(image), cupy.asarray(filt)
-        timer = cuda_timer(cupy.cuda.Device().synchronize, lambda: cupy.cuda.Event())
-        found["CuPy ndimage.correlate"] = lambda: timer(
+        timer = cuda_timer(cupy.cuda.Device().synchronize, cupy.cuda.Event, cupy.cuda.get_elapsed_time)
+        found["CuPy ndimage.correlate"] = lambda timer=timer: timer(
             lambda: ndimage.correlate(gpu_image, gpu_filter, mode="constant")
         )
     except Exception:  # noqa: BLE001 - not installed or no CUDA: skipped
@@ -80,7 +83,7 @@ def peers(image, filt) -> dict[str, Callable[[], float]]:  # noqa: ANN001 - nump
             x = torch.from_numpy(image).cuda()[None, None]
             w = torch.from_numpy(filt).cuda()[None, None]
             timer = cuda_timer(torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True))
-            found["cuDNN conv2d"] = lambda: timer(lambda: torch.nn.functional.conv2d(x, w))
+            found["cuDNN conv2d"] = lambda timer=timer: timer(lambda: torch.nn.functional.conv2d(x, w))
     except Exception:  # noqa: BLE001
         pass
     return found

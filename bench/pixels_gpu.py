@@ -90,22 +90,11 @@ def peers(problem: Conv2DProblem) -> dict[str, Callable[[], float]]:
         from cupyx.scipy import ndimage
 
         gpu_image, gpu_filter = cupy.asarray(image), cupy.asarray(filt)
-
-        def cupy_ms(repeats: int = 20) -> float:
-            run = lambda: ndimage.correlate(gpu_image, gpu_filter, mode="mirror")  # noqa: E731
-            run()
-            times = []
-            for _ in range(repeats):
-                start, end = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record()
-                run()
-                end.record()
-                end.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, end))
-            return statistics.median(times)
-
+        timer = cuda_timer(cupy.cuda.Device().synchronize, cupy.cuda.Event, cupy.cuda.get_elapsed_time)
         if problem.same:
-            found["CuPy"] = cupy_ms
+            found["CuPy"] = lambda timer=timer: timer(
+                lambda: ndimage.correlate(gpu_image, gpu_filter, mode="mirror")
+            )
     except Exception:  # noqa: BLE001
         pass
     return found

@@ -15,7 +15,6 @@ from autotune.cli.options import (
     family_options,
     json_option,
     open_store,
-    parse_pixels,
     parse_ranks,
 )
 from autotune.cli.output import PlainTable, console, device_record, emit, print_configs
@@ -135,10 +134,7 @@ def best(
     size_text: str | None,
     family_name: str,
     ranks_text: str | None,
-    dtype: str,
-    out_dtype: str,
-    border: str,
-    channels: int,
+    pixels: dict[str, Any],
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -160,7 +156,7 @@ def best(
     if device_index is not None and filter_width is not None:
         info = device_info(device_index)
         size = parse_image_size(size_text) if size_text else None
-        for kind in family.kinds([filter_width], ranks, parse_pixels(dtype, out_dtype, border, channels)):
+        for kind in family.kinds([filter_width], ranks, pixels):
             choice = resolve_kind(store.best(), family, kind, info, size)
             records.append(_kernel_record(family, device_record(info), choice))
     else:

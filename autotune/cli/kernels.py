@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from autotune.cli.options import db_option, family_options, json_option, open_store, parse_pixels, parse_ranks
+from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
 from autotune.cli.output import device_record, emit
 from autotune.errors import AutotuneError, UsageError
 from autotune.files import write_file, write_files
@@ -155,10 +155,7 @@ def export(
     filter_path: str | None,
     family_name: str,
     ranks_text: str | None,
-    dtype: str,
-    out_dtype: str,
-    border: str,
-    channels: int,
+    pixels: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Write tuned kernels for other programs: .cl + manifest, a C header, T4 results.
@@ -191,7 +188,6 @@ def export(
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url, read_only=True)
     info = device_info(device_index)
-    pixels = parse_pixels(dtype, out_dtype, border, channels)
     kinds = family.kinds(widths or [], ranks, pixels)
     kinds = kinds if widths is not None else None
     values = {}

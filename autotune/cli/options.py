@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import click
@@ -78,8 +79,13 @@ def family_options(function: Any) -> Any:
 
 
 def pixel_options(function: Any) -> Any:
-    """--dtype, --out-dtype, --border and --channels: the pixels and border of the problems."""
+    """--dtype, --out-dtype, --border and --channels: the pixels and border of the
+    problems, handed to the command as one `pixels` argument (`parse_pixels`)."""
     from autotune.families.image import BORDER_ALIASES, BORDERS, PIXEL_TYPES
+
+    @functools.wraps(function)
+    def with_pixels(*args: Any, dtype: str, out_dtype: str, border: str, channels: int, **kwargs: Any) -> Any:
+        return function(*args, pixels=parse_pixels(dtype, out_dtype, border, channels), **kwargs)
 
     for option in reversed(
         (
@@ -117,8 +123,8 @@ def pixel_options(function: Any) -> Any:
             ),
         )
     ):
-        function = option(function)
-    return function
+        with_pixels = option(with_pixels)
+    return with_pixels
 
 
 def parse_pixels(dtype: str, out_dtype: str, border: str, channels: int = 1) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from autotune.cli.options import (
     family_options,
     json_option,
     open_store,
-    parse_pixels,
     parse_ranks,
     problem_options,
 )
@@ -43,10 +42,7 @@ def search(
     size_text: str | None,
     family_name: str,
     ranks_text: str | None,
-    dtype: str,
-    out_dtype: str,
-    border: str,
-    channels: int,
+    pixels: dict[str, Any],
     trials: int,
     time_budget: float | None,
     sampler: str | None,
@@ -67,7 +63,7 @@ def search(
 
     family = get_family(family_name)
     widths = parse_filter_widths(widths_text)
-    kinds = family.kinds(widths, parse_ranks(ranks_text), parse_pixels(dtype, out_dtype, border, channels))
+    kinds = family.kinds(widths, parse_ranks(ranks_text), pixels)
     sampler = sampler or DEFAULT_SAMPLER
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")

@@ -88,9 +88,12 @@ class Problem(ABC):
     def key(self) -> dict[str, Any]:
         """The fields that name the problem in the store (everything but the seed, and
         optional fields at their defaults)."""
-        fields = [f for f in dataclasses.fields(self) if f.name != "seed"]
-        key = {f.name: getattr(self, f.name) for f in fields}
-        return {k: v for k, v in key.items() if not (k in self.optional_fields and v == _default(self, k))}
+        key = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "seed" and not (f.name in self.optional_fields and value == f.default):
+                key[f.name] = value
+        return key
 
     @property
     def output_dtype(self) -> np.dtype:
@@ -279,10 +282,6 @@ class KernelFamily(ABC):
         """The config for a problem never tuned on a compatible device."""
         assert self.space.fallback is not None, f"{self.space_file} declares no [fallback]"
         return dict(self.space.fallback.config)
-
-
-def _default(problem: Problem, name: str) -> Any:
-    return next(f.default for f in dataclasses.fields(problem) if f.name == name)
 
 
 def size_distance(a: tuple[int, ...], b: tuple[int, ...]) -> float:

@@ -127,12 +127,12 @@ class Conv2D(KernelFamily):
     def related_kind_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float | None:
         """Kernels tuned for the same filter width with other pixel types or border: the
         fewer of those that differ, the nearer (a border changes edge tiles only)."""
-        if kind["filter_width"] != other["filter_width"]:
+        mine, theirs = (Conv2DProblem(**{**k, "out_width": 1, "out_height": 1}) for k in (kind, other))
+        if mine.filter_width != theirs.filter_width:
             return None
-        fields = ("dtype", "out_dtype", "border", "channels")
-        defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none", "channels": 1}
-        return sum(kind.get(f, defaults[f]) != other.get(f, defaults[f]) for f in fields) - 0.5 * (
-            kind.get("border", "none") != other.get("border", "none")
+        fields = ("dtype", "out_dtype", "border", "anchor", "channels")
+        return sum(getattr(mine, f) != getattr(theirs, f) for f in fields) - 0.5 * (
+            mine.border != theirs.border
         )
 
     def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:

@@ -144,17 +144,15 @@ def _tuned_rows(db: str | None) -> list[Any]:
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def _as_image(name: str, array: Any, channels: bool = False) -> np.ndarray:
-    """A real 2-D array as float32 (with `channels`, (H, W, C) too), checked."""
+def _as_image(name: str, array: Any, batch: bool | None = None) -> np.ndarray:
+    """A real array as float32, checked: 2-D (a filter), or with `batch` given an image
+    or a batch of them (see `layout`)."""
     array = np.asarray(array)
     if array.dtype.kind in "cOSUVMm" or array.dtype == np.bool_:
         raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    if channels and not (array.ndim == 2 or (array.ndim == 3 and 1 <= array.shape[2] <= MAX_CHANNELS)):
-        raise ValueError(
-            f"{name} must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels, "
-            f"got shape {array.shape}"
-        )
-    if not channels and array.ndim != 2:
+    if batch is not None:
+        layout(array.shape, batch)
+    elif array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
@@ -169,6 +167,25 @@ def _as_image(name: str, array: Any, channels: bool = False) -> np.ndarray:
                 "convolve computes in float32: scale the data first"
             )
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int, int], int]:
+    """(frames, (H, W), channels) of an image, (H, W) or (H, W, C), or with `batch` of a
+    batch of them, (N, H, W) or (N, H, W, C); ValueError for another shape."""
+    shape = tuple(shape)
+    if batch and len(shape) not in (3, 4):
+        raise ValueError(f"a batch must be (N, H, W) or (N, H, W, C), got shape {shape}")
+    frames, image = (shape[0], shape[1:]) if batch else (1, shape)
+    if len(image) == 3 and 1 <= image[2] <= MAX_CHANNELS:
+        return frames, (image[0], image[1]), image[2]
+    if len(image) == 2:
+        return frames, (image[0], image[1]), 1
+    if len(shape) == 4 and not batch:
+        raise ValueError(f"an image of shape {shape} is a batch (N, H, W, C): pass batch=True")
+    raise ValueError(
+        f"image must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels"
+        f"{' per frame' if batch else ''}, got shape {shape}"
+    )
 
 
 def _check_options(device: Any, db: Any) -> int:
@@ -194,9 +211,11 @@ class Pixels:
 
     flip: bool = False  # a flipped filter: 'same' output anchors it at (F - 1) // 2
     channels: int = 1  # interleaved, each filtered alike
+    frames: int = 1  # a batch of images of one size, in one launch
 
     def kind(self, filter_width: int) -> dict[str, Any]:
-        """The direct family's problem fields for a filter of this width."""
+        """The direct family's problem fields for a filter of this width (one frame: a
+        batch runs the kernel chosen for one)."""
         kind: dict[str, Any] = {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
         kind["channels"] = self.channels
         before = same_padding(filter_width, self.flip)[0][0]
@@ -206,7 +225,14 @@ class Pixels:
 
 
 def pixels_of(
-    dtype: Any, out_dtype: Any, mode: str, border: Any, *, flip: bool = False, channels: int = 1
+    dtype: Any,
+    out_dtype: Any,
+    mode: str,
+    border: Any,
+    *,
+    flip: bool = False,
+    channels: int = 1,
+    frames: int = 1,
 ) -> Pixels:
     """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
     `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
@@ -229,7 +255,7 @@ def pixels_of(
             )
     out = result.name if result.name in PIXEL_TYPES and native == dtype.name else "float32"
     border = "none" if mode == "valid" else border_name(border)
-    return Pixels(native, out, border, result, flip=flip, channels=channels)
+    return Pixels(native, out, border, result, flip=flip, channels=channels, frames=frames)
 
 
 def plan(
@@ -245,9 +271,10 @@ def plan(
     border: Any = "constant",
     dtype: Any = np.float32,
     out_dtype: Any = np.float32,
+    batch: bool = False,
 ) -> Choice:
-    """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C))
-    and dtype.
+    """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C);
+    with `batch`, (N, H, W) or (N, H, W, C)) and dtype.
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
@@ -256,9 +283,9 @@ def plan(
     taps = None if filter is None else prepared_filter(filter, "valid", False)
     if taps is not None and taps.shape[0] != filter_width:
         raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
-    channels = image_shape[2] if len(image_shape) == 3 else 1
-    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels)
-    return _plan(image_shape[:2], filter_width, info, db, taps, algorithm, specialise, pixels)[0]
+    frames, image_size, channels = layout(image_shape, batch)
+    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames)
+    return _plan(image_size, filter_width, info, db, taps, algorithm, specialise, pixels)[0]
 
 
 def _plan(
@@ -283,6 +310,10 @@ def _plan(
     rows = _tuned_rows(db)
     direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_width))
     direct = resolve(rows, CONV2D, direct_problem, info)
+    if pixels.frames > 1:  # the kernel chosen for one frame runs the batch
+        direct = dataclasses.replace(
+            direct, problem=dataclasses.replace(direct_problem, frames=pixels.frames)
+        )
     if algorithm == "direct":
         return dataclasses.replace(direct, reason="the direct form was asked for"), filt
     if filt is None:
@@ -301,10 +332,14 @@ def _plan(
         reason = f"the filter's rank is above {MAX_RANK}: only the direct form runs it"
         return dataclasses.replace(direct, reason=reason), filt
     rank = terms[0].shape[0]
-    if pixels.channels > 1:
+    if pixels.channels > 1 or pixels.frames > 1:
+        many = f"{pixels.channels} channels" if pixels.channels > 1 else f"a batch of {pixels.frames}"
         if algorithm == "separable":
-            raise ValueError("the separable form filters one channel: use algorithm='direct' or 'auto'")
-        reason = f"{pixels.channels} channels: the separable form filters one"
+            raise ValueError(
+                f"the separable form filters one channel of one image, not {many}: "
+                "use algorithm='direct' or 'auto'"
+            )
+        reason = f"{many}: the separable form filters one channel of one image"
         return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
@@ -354,19 +389,20 @@ def same_padding(width: int, flip: bool) -> tuple[tuple[int, int], tuple[int, in
     return ((before, after), (before, after))
 
 
-def check_image_shape(shape: tuple[int, ...], width: int) -> None:
-    if shape[0] < width or shape[1] < width:
-        raise ValueError(f"image {shape} is smaller than the {width}x{width} filter ('valid' mode)")
+def check_image_shape(size: tuple[int, ...], width: int) -> None:
+    """`size`: (H, W) of the image (or of each frame)."""
+    if size[0] < width or size[1] < width:
+        raise ValueError(f"image {tuple(size)} is smaller than the {width}x{width} filter ('valid' mode)")
 
 
-def _as_pixels(image: Any) -> np.ndarray:
-    """The image as kernels read it, (H, W) or (H, W, C) interleaved: its own dtype
+def _as_pixels(image: Any, batch: bool = False) -> np.ndarray:
+    """The image (or batch) as kernels read it, channels interleaved: its own dtype
     where they read that type, else float32 (checked as `_as_image` does)."""
     array = np.asarray(image)
-    shaped = array.ndim == 2 or (array.ndim == 3 and 1 <= array.shape[2] <= MAX_CHANNELS)
-    if array.dtype.name in PIXEL_TYPES and array.size and shaped:
+    if array.dtype.name in PIXEL_TYPES and array.size:
+        layout(array.shape, batch)
         return np.ascontiguousarray(array)
-    return _as_image("image", array, channels=True)
+    return _as_image("image", array, batch)
 
 
 def convolve(
@@ -382,8 +418,12 @@ def convolve(
     flip: bool = False,
     specialise: bool = False,
     algorithm: str = "auto",
+    batch: bool = False,
 ) -> np.ndarray:
     """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
+    `image`: (H, W), or (H, W, C) with C = 1-4 interleaved channels, each filtered
+    alike; with `batch=True` a batch of frames, (N, H, W) or (N, H, W, C), filtered in
+    one launch.
 
     mode="valid": output (H-F+1) x (W-F+1). mode="same": output H x W, past the edge
     the image reads as `border` says, with OpenCV's and SciPy's names: "constant"
@@ -405,17 +445,28 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    pixels_in = _as_pixels(image)
+    pixels_in = _as_pixels(image, batch)
     filt = prepared_filter(filter, mode, flip)
     width = filt.shape[0]
-    channels = pixels_in.shape[2] if pixels_in.ndim == 3 else 1
-    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border, flip=flip, channels=channels)
+    frames, size, channels = layout(pixels_in.shape, batch)
+    if batch and frames == 1:
+        pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
+    pixels = pixels_of(
+        np.asarray(image).dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames
+    )
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
     padding = same_padding(width, flip)
+    frame_values = math.prod(size) * channels
     if pixels.border == "none":
-        check_image_shape(pixels_in.shape, width)
-    elif pixels_in.size + 2 * width * sum(pixels_in.shape) > MAX_INDEXED:
+        check_image_shape(size, width)
+    too_large = frame_values + 2 * width * sum(size) * channels > MAX_INDEXED
+    if frames > 1 and too_large:
+        raise ValueError(
+            f"a frame of {frame_values} values is more than one kernel can index: "
+            "convolve the frames one by one"
+        )
+    if pixels.border != "none" and too_large:
         # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")
@@ -425,7 +476,7 @@ def convolve(
 
     with _lock:
         info, context, queue = _context(device_index)
-        choice, values = _plan(pixels_in.shape[:2], width, info, db, filt, algorithm, specialise, pixels)
+        choice, values = _plan(size, width, info, db, filt, algorithm, specialise, pixels)
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
@@ -444,27 +495,35 @@ def convolve(
     if getattr(problem, "same", False):
         arguments["border_value"] = border_value
     output = np.empty(problem.output_shape, dtype=problem.output_dtype)
-    # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of
-    # rows, each overlapping the next by F - 1 input rows.
-    row_values = (pixels_in.shape[0], pixels_in.shape[1] * channels)
-    bands = [(0, output.shape[0])] if getattr(problem, "same", False) else _bands(row_values, width)
-    overlap = 0 if getattr(problem, "same", False) else width - 1
-    for first, rows in bands:
-        band = dataclasses.replace(problem, out_height=rows)
-        band_input = pixels_in[first : first + rows + overlap]
+    if frames > 1 or getattr(problem, "same", False):
+        launches = [(problem, pixels_in, output)]
+    else:
+        # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands
+        # of rows, each overlapping the next by F - 1 input rows.
+        launches = [
+            (
+                dataclasses.replace(problem, out_height=rows),
+                pixels_in[first : first + rows + width - 1],
+                output[first : first + rows],
+            )
+            for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), width)
+        ]
+    for band, band_input, band_output in launches:
         buffers = {
             **arguments,
             "input": cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input),
-            "output": cl.Buffer(context, mf.WRITE_ONLY, size=output[first : first + rows].nbytes),
+            "output": cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes),
         }
         with _lock:
             kernel.set_args(*family.arguments(variant, band, buffers))
             global_size = family.global_size(variant, band)
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
-        cl.enqueue_copy(queue, output[first : first + rows], buffers["output"])
+        cl.enqueue_copy(queue, band_output, buffers["output"])
         queue.finish()
-    if pixels_in.ndim == 3 and output.ndim == 2:  # (H, W, 1) in: (H', W', 1) out
-        output = output[:, :, None]
+    if pixels_in.ndim == 3 + int(frames > 1) and channels == 1:  # (..., H, W, 1) in: (..., H', W', 1) out
+        output = output[..., None]
+    if batch and frames == 1:
+        output = output[None]
     return _as_result(output, pixels.result)
 
 

@@ -89,6 +89,8 @@ class Conv2D(KernelFamily):
             words.append(f"anchor={kind['anchor']}")
         if kind.get("channels", 1) != 1:
             words.append(f"{kind['channels']}ch")
+        if kind.get("frames", 1) != 1:
+            words.append(f"x{kind['frames']}")
         return " ".join(words)
 
     def kinds(
@@ -130,7 +132,7 @@ class Conv2D(KernelFamily):
         mine, theirs = (Conv2DProblem(**{**k, "out_width": 1, "out_height": 1}) for k in (kind, other))
         if mine.filter_width != theirs.filter_width:
             return None
-        fields = ("dtype", "out_dtype", "border", "anchor", "channels")
+        fields = ("dtype", "out_dtype", "border", "anchor", "channels", "frames")
         return sum(getattr(mine, f) != getattr(theirs, f) for f in fields) - 0.5 * (
             mine.border != theirs.border
         )
@@ -164,6 +166,7 @@ class Conv2D(KernelFamily):
             border=problem.border,
             anchor=problem.anchor_tap,
             channels=problem.channels,
+            batch=problem.frames > 1,
         )
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
@@ -212,6 +215,9 @@ class Conv2D(KernelFamily):
             **({"anchor": key["anchor"]} if border != "none" else {}),
             # interleaved channels: widths and the launch's x extent count values (pixels x channels)
             "channels": key.get("channels", 1),
+            # True: frames of one size one after another in input and output, one per
+            # index of launch dimension 2 (global[2] = frames, local[2] = 1).
+            "batch": key.get("batch", False),
             # True: the taps are in the source and the filter argument is ignored.
             "filter_compiled_in": literal_filter(variant.config),
             "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),
@@ -221,11 +227,13 @@ class Conv2D(KernelFamily):
     def export_stem(self, variant: KernelVariant) -> str:
         key = variant.render_key
         if "border" not in key:
-            return f"convolve_f{key['filter_width']}"
+            return f"convolve_f{key['filter_width']}" + ("_batch" if key.get("batch") else "")
         stem = f"convolve_f{key['filter_width']}_{key['dtype']}_{key['out_dtype']}_{key['border']}"
         if key.get("anchor", key["filter_width"] // 2) != key["filter_width"] // 2:
             stem += f"_anchor{key['anchor']}"
-        return stem if key.get("channels", 1) == 1 else f"{stem}_{key['channels']}ch"
+        if key.get("channels", 1) != 1:
+            stem += f"_{key['channels']}ch"
+        return f"{stem}_batch" if key.get("batch") else stem
 
 
 CONV2D = Conv2D()

@@ -20,8 +20,8 @@ def _c_string(text: str) -> str:
 
 
 def holds_in_header(variant: KernelVariant) -> bool:
-    """Whether the header holds this kernel: float32 'valid' ones (looked up by width)."""
-    return "border" not in variant.render_key  # float32, one channel, 'valid' (all defaults)
+    """Whether the header holds this kernel: float32 'valid' ones of one frame (looked up by width)."""
+    return not ({"border", "batch"} & set(variant.render_key))  # float32, one channel, 'valid', one frame
 
 
 def c_header(kernels: list[tuple[KernelVariant, dict[str, Any]]]) -> str:

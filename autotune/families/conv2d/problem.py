@@ -32,11 +32,12 @@ class Conv2DProblem(ValidImage, Problem):
     """Correlation of an image of pixel type `dtype` with an F x F float32 filter, into
     `out_dtype` pixels: 'valid' (border `none`: the input is the output grown by F - 1)
     or 'same' with a border (input and output of one size, the filter anchored at its
-    centre tap F // 2)."""
+    centre tap F // 2). `channels` interleaved per pixel; `frames` images of one size
+    one after another (a batch, one launch: the kernel tuned for one frame serves it)."""
 
     family: ClassVar[str] = "conv2d"
     size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
-    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor", "channels")
+    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor", "channels", "frames")
 
     filter_width: int
     out_width: int
@@ -47,6 +48,7 @@ class Conv2DProblem(ValidImage, Problem):
     border: str = "none"
     anchor: int = -1  # 'same' output: the tap over the output pixel; -1: F // 2 (cv2's default)
     channels: int = 1  # interleaved channels per pixel, each filtered alike
+    frames: int = 1  # images of this size one after another, filtered in one launch
 
     def __post_init__(self) -> None:
         for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype)):
@@ -56,6 +58,8 @@ class Conv2DProblem(ValidImage, Problem):
             raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {self.border!r}")
         if type(self.channels) is not int or not 1 <= self.channels <= MAX_CHANNELS:
             raise UsageError(f"channels must be from 1 to {MAX_CHANNELS}, got {self.channels!r}")
+        if type(self.frames) is not int or self.frames < 1:
+            raise UsageError(f"frames must be a positive int, got {self.frames!r}")
         if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
             raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
         if self.anchor == self.filter_width // 2:  # the centre has one name: one problem, one key
@@ -87,28 +91,33 @@ class Conv2DProblem(ValidImage, Problem):
     def min_bytes(self) -> int:
         pixels_in, pixels_out = self.in_width * self.in_height, self.out_width * self.out_height
         values = np.dtype(self.dtype).itemsize * pixels_in + self.output_dtype.itemsize * pixels_out
-        return values * self.channels
+        return values * self.channels * self.frames
 
     @property
     def flops(self) -> int:
-        return 2 * self.filter_width**2 * self.out_width * self.out_height * self.channels
+        return 2 * self.filter_width**2 * self.out_width * self.out_height * self.channels * self.frames
 
     @property
-    def launch_extent(self) -> tuple[int, int]:
-        return (self.out_width * self.channels, self.out_height)
+    def launch_extent(self) -> tuple[int, ...]:
+        """Values of an output row, rows, and (for a batch) frames along launch dimension 2."""
+        extent = (self.out_width * self.channels, self.out_height)
+        return extent if self.frames == 1 else (*extent, self.frames)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        if self.channels == 1:
-            return (self.out_height, self.out_width)
-        return (self.out_height, self.out_width, self.channels)
+        return self._shape(self.out_height, self.out_width)
+
+    def _shape(self, height: int, width: int) -> tuple[int, ...]:
+        """(H, W), (H, W, C), (N, H, W) or (N, H, W, C) of an image of this problem."""
+        batch = (self.frames,) if self.frames > 1 else ()
+        return (*batch, height, width) + ((self.channels,) if self.channels > 1 else ())
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """Seeded input image and filter. Float pixels and the filter are uniform in
         [-1, 1); integer pixels span their type, and for integer output the filter
         sums to 1 (most outputs in range, some saturating at either end)."""
         rng = np.random.default_rng(self.seed)
-        shape = (self.in_height, self.in_width) + ((self.channels,) if self.channels > 1 else ())
+        shape = self._shape(self.in_height, self.in_width)
         kind = np.dtype(self.dtype)
         if kind.kind in "iu":
             info = np.iinfo(kind)
@@ -131,16 +140,17 @@ class Conv2DProblem(ValidImage, Problem):
 
     def reference(self) -> np.ndarray:
         image, filt = self.data()
-        planes = image.reshape(*image.shape[:2], -1)
-        outputs = []
-        for channel in range(planes.shape[2]):
-            plane = planes[:, :, channel].astype(np.float64)
-            if self.same:
-                before = (self.anchor_tap, self.anchor_tap)
-                after = (self.filter_width - 1 - self.anchor_tap,) * 2
-                plane = pad_for_border(plane, before, after, self.border)
-            outputs.append(correlate_valid(plane, filt))
-        return saturated(np.stack(outputs, axis=-1).reshape(self.output_shape), self.out_dtype)
+        planes = image.reshape(self.frames, self.in_height, self.in_width, self.channels)
+        outputs = np.empty((self.frames, self.out_height, self.out_width, self.channels))
+        for frame in range(self.frames):
+            for channel in range(self.channels):
+                plane = planes[frame, :, :, channel].astype(np.float64)
+                if self.same:
+                    before = (self.anchor_tap, self.anchor_tap)
+                    after = (self.filter_width - 1 - self.anchor_tap,) * 2
+                    plane = pad_for_border(plane, before, after, self.border)
+                outputs[frame, :, :, channel] = correlate_valid(plane, filt)
+        return saturated(outputs.reshape(self.output_shape), self.out_dtype)
 
     def tolerance(self) -> float:
         image, filt = self.data()

@@ -66,13 +66,15 @@ def generate(
     border: str = "none",
     anchor: int = 0,
     channels: int = 1,
+    batch: bool = False,
 ) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist.
 
     `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
     other kernels read the filter argument and ignore it. `dtype` / `out_dtype`: the
     pixel types read and written; `border`: `none` ('valid') or the 'same' border, with
-    the filter tap `anchor` over each output pixel."""
+    the filter tap `anchor` over each output pixel; `batch`: frames one after another,
+    one per index of launch dimension 2 (any number of them)."""
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width = check_filter_width(filter_width)
     config = space.complete(config)
@@ -118,17 +120,21 @@ def generate(
         # Where the image rows a work-item reads start ('same' output shifts them by the anchor).
         row_origin="y0" if border == "none" else "in_y0",
         column_origin="x0" if border == "none" else "in_x0",
+        batch=batch,
     )
     render_key: dict[str, Any] = {"filter_width": filter_width}
     if (dtype, out_dtype, border, channels) != ("float32", "float32", "none", 1):
         render_key.update(dtype=dtype, out_dtype=out_dtype, border=border, channels=channels)
     if border != "none":
         render_key["anchor"] = anchor
+    if batch:
+        render_key["batch"] = True
+    frames_dimension = (1,) if batch else ()
     return KernelVariant(
         source=source,
         kernel_name=KERNEL_NAME,
-        local_size=(int(config["local_x"]), int(config["local_y"])),
-        work_per_item=(int(config["work_x"]), int(config["work_y"])),
+        local_size=(int(config["local_x"]), int(config["local_y"]), *frames_dimension),
+        work_per_item=(int(config["work_x"]), int(config["work_y"]), *frames_dimension),
         build_options=(),
         config=dict(config),
         family="conv2d",

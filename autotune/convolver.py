@@ -48,6 +48,7 @@ class Convolver:
         specialise: bool = False,
         algorithm: str = "auto",
         batch: bool = False,
+        anchor: tuple[int, int] | None = None,
     ) -> None:
         import pyopencl as cl
 
@@ -58,19 +59,20 @@ class Convolver:
         except ValueError as error:
             raise ValueError(f"image_shape {image_shape!r}: {error}") from None
         filt = runtime.prepared_filter(filter, mode, flip)
-        self.filter_width = width = filt.shape[0]
+        self.filter_shape = filt.shape
+        self.filter_width = filt.shape[1]
         self.image_shape = tuple(image_shape)
         self.mode = mode
         self._batch = batch
         self._pixels = runtime.pixels_of(
-            dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames
+            dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
         )
         self._border_value = border_value
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":
-            runtime.check_image_shape(size, width)
+            runtime.check_image_shape(size, filt.shape)
         frame_values = math.prod(size) * channels
-        if frame_values + 2 * width * sum(size) * channels > runtime.MAX_INDEXED:
+        if frame_values + 2 * max(filt.shape) * sum(size) * channels > runtime.MAX_INDEXED:
             raise ValueError(
                 f"an image of {frame_values} values is more than one kernel can index; "
                 "autotune.convolve() runs it in bands"
@@ -80,7 +82,7 @@ class Convolver:
             info, self.context, self.queue = runtime._context(device_index)
             self.plan: Choice
             self.plan, values = runtime._plan(
-                size, width, info, db, filt, algorithm, specialise, self._pixels
+                size, filt.shape, info, db, filt, algorithm, specialise, self._pixels
             )
             self._family = get_family(self.plan.problem.family)
             self._variant = runtime._variant(self.plan, self._family, values, info, db, specialise)
@@ -90,7 +92,7 @@ class Convolver:
             )
         # The direct family reads the pixels and the border itself; the separable form is
         # given float32 with the border padded on the host.
-        self._host_padding = runtime.same_padding(width, flip) if self._family is not CONV2D else None
+        self._host_padding = self._pixels.padding(filt.shape) if self._family is not CONV2D else None
         if self._host_padding is not None and self._pixels.border != "none":
             (top, bottom), (left, right) = self._host_padding
             self._input_shape = (image_shape[0] + top + bottom, image_shape[1] + left + right)

@@ -33,6 +33,7 @@ from autotune.devices import DeviceInfo, open_device
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.conv2d.problem import MAX_CHANNELS
+from autotune.families.conv2d.render import MAX_FILTER_WIDTH
 from autotune.families.image import PIXEL_TYPES, border_name, pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
@@ -212,15 +213,20 @@ class Pixels:
     flip: bool = False  # a flipped filter: 'same' output anchors it at (F - 1) // 2
     channels: int = 1  # interleaved, each filtered alike
     frames: int = 1  # a batch of images of one size, in one launch
+    anchor: tuple[int, int] | None = None  # cv2's (x, y) tap over each output; None or -1: the default
 
-    def kind(self, filter_width: int) -> dict[str, Any]:
-        """The direct family's problem fields for a filter of this width (one frame: a
-        batch runs the kernel chosen for one)."""
+    def padding(self, filter_shape: tuple[int, ...]) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Rows and columns of border before and after the image ('same' output)."""
+        return same_padding(filter_shape, self.flip, self.anchor)
+
+    def kind(self, filter_shape: tuple[int, int]) -> dict[str, Any]:
+        """The direct family's problem fields for a filter of this shape, (rows, width)
+        (one frame: a batch runs the kernel chosen for one)."""
         kind: dict[str, Any] = {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
         kind["channels"] = self.channels
-        before = same_padding(filter_width, self.flip)[0][0]
-        if self.border != "none" and before != filter_width // 2:
-            kind["anchor"] = before
+        kind["filter_height"] = filter_shape[0]  # the problem names a square filter by its width alone
+        if self.border != "none":
+            (kind["anchor_y"], _), (kind["anchor"], _) = self.padding(filter_shape)
         return kind
 
 
@@ -233,13 +239,26 @@ def pixels_of(
     flip: bool = False,
     channels: int = 1,
     frames: int = 1,
+    anchor: Any = None,
 ) -> Pixels:
     """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
     `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
     output of the input type (rounded to nearest even and saturated for integer types,
-    as OpenCV's ddepth=-1)."""
+    as OpenCV's ddepth=-1). `anchor`: cv2's (x, y), for mode="same"."""
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
+    if anchor is not None:
+        if mode != "same":
+            raise ValueError(
+                "anchor places the filter over each output of mode='same'; 'valid' output has none"
+            )
+        if not (
+            isinstance(anchor, tuple | list) and len(anchor) == 2 and all(type(a) is int for a in anchor)
+        ):
+            raise TypeError(
+                f"anchor must be (x, y): the filter's column and row over each output, got {anchor!r}"
+            )
+        anchor = (anchor[0], anchor[1])
     dtype = np.dtype(dtype)
     native = dtype.name if dtype.name in PIXEL_TYPES else "float32"  # others convert on the host
     if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
@@ -255,12 +274,12 @@ def pixels_of(
             )
     out = result.name if result.name in PIXEL_TYPES and native == dtype.name else "float32"
     border = "none" if mode == "valid" else border_name(border)
-    return Pixels(native, out, border, result, flip=flip, channels=channels, frames=frames)
+    return Pixels(native, out, border, result, flip=flip, channels=channels, frames=frames, anchor=anchor)
 
 
 def plan(
     image_shape: tuple[int, ...],
-    filter_width: int,
+    filter_size: int | tuple[int, int],
     *,
     device: int = 0,
     db: str | None = None,
@@ -274,23 +293,27 @@ def plan(
     batch: bool = False,
 ) -> Choice:
     """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C);
-    with `batch`, (N, H, W) or (N, H, W, C)) and dtype.
+    with `batch`, (N, H, W) or (N, H, W, C)) and dtype, and a filter of `filter_size`:
+    F (F x F) or (rows, F).
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
     device = _check_options(device, db)
     info, _, _ = _context(device)
     taps = None if filter is None else prepared_filter(filter, "valid", False)
-    if taps is not None and taps.shape[0] != filter_width:
-        raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
+    filter_shape = (filter_size, filter_size) if isinstance(filter_size, int) else tuple(filter_size)
+    if len(filter_shape) != 2 or not all(type(n) is int and n > 0 for n in filter_shape):
+        raise ValueError(f"filter_size must be F or (rows, F) of positive ints, got {filter_size!r}")
+    if taps is not None and taps.shape != filter_shape:
+        raise ValueError(f"the filter is {_shape_text(taps.shape)}, not {_shape_text(filter_shape)}")
     frames, image_size, channels = layout(image_shape, batch)
     pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames)
-    return _plan(image_size, filter_width, info, db, taps, algorithm, specialise, pixels)[0]
+    return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]  # type: ignore[arg-type]
 
 
 def _plan(
     image_shape: tuple[int, int],
-    filter_width: int,
+    filter_shape: tuple[int, int],
     info: DeviceInfo,
     db: str | None,
     filt: np.ndarray | None,
@@ -305,10 +328,11 @@ def _plan(
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     out_h, out_w = image_shape[0], image_shape[1]
+    filter_rows, filter_width = filter_shape
     if pixels.border == "none":
-        out_w, out_h = out_w - filter_width + 1, out_h - filter_width + 1
+        out_w, out_h = out_w - filter_width + 1, out_h - filter_rows + 1
     rows = _tuned_rows(db)
-    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_width))
+    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_shape))
     direct = resolve(rows, CONV2D, direct_problem, info)
     if pixels.frames > 1:  # the kernel chosen for one frame runs the batch
         direct = dataclasses.replace(
@@ -332,14 +356,16 @@ def _plan(
         reason = f"the filter's rank is above {MAX_RANK}: only the direct form runs it"
         return dataclasses.replace(direct, reason=reason), filt
     rank = terms[0].shape[0]
-    if pixels.channels > 1 or pixels.frames > 1:
+    if pixels.channels > 1 or pixels.frames > 1 or filter_rows != filter_width:
         many = f"{pixels.channels} channels" if pixels.channels > 1 else f"a batch of {pixels.frames}"
+        if filter_rows != filter_width:
+            many = f"a {_shape_text(filter_shape)} filter"
         if algorithm == "separable":
             raise ValueError(
-                f"the separable form filters one channel of one image, not {many}: "
+                f"the separable form takes a square filter, one channel of one image, not {many}: "
                 "use algorithm='direct' or 'auto'"
             )
-        reason = f"{many}: the separable form filters one channel of one image"
+        reason = f"{many}: the separable form takes a square filter, one channel of one image"
         return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
@@ -369,30 +395,48 @@ def _plan(
     return dataclasses.replace(separable, reason=reason, compared=times), terms
 
 
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(str(n) for n in shape)
+
+
 def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: A002
-    """The taps a kernel correlates with (flipped for a true convolution), checked."""
+    """The taps a kernel correlates with (flipped for a true convolution), checked:
+    rows x F, any rows and F from 1 to 255."""
     filt = _as_image("filter", filter)
-    if filt.shape[0] != filt.shape[1]:
-        raise ValueError(f"filter must be square, got shape {filt.shape}")
+    if max(filt.shape) > MAX_FILTER_WIDTH:
+        raise ValueError(f"filter {_shape_text(filt.shape)} is larger than {MAX_FILTER_WIDTH} taps a side")
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
     return np.ascontiguousarray(filt[::-1, ::-1]) if flip else filt
 
 
-def same_padding(width: int, flip: bool) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Rows and columns before and after an image for mode="same". scipy.ndimage
-    centres a filter of even width F on its tap F/2 (as cv2.filter2D's default
-    anchor), and a flipped one (ndimage.convolve) on tap F/2 of the unflipped filter:
-    after the flip, tap F/2 - 1. For odd widths both are the middle tap."""
-    before = (width - 1) // 2 if flip else width // 2
-    after = width - 1 - before
-    return ((before, after), (before, after))
+def same_padding(
+    filter_shape: tuple[int, ...], flip: bool, anchor: tuple[int, int] | None = None
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Rows and columns before and after an image for mode="same" (the anchor's row and
+    column come before). scipy.ndimage centres a filter of even size F on its tap F/2
+    (as cv2.filter2D's default anchor), and a flipped one (ndimage.convolve) on tap F/2
+    of the unflipped filter: after the flip, tap F/2 - 1. For odd sizes both are the
+    middle tap. `anchor` (x, y) names the taps instead, as cv2.filter2D's does (-1:
+    the default); SciPy's `origin` o is the tap F // 2 + o."""
+    pads = []
+    for axis, taps in enumerate(filter_shape[:2]):
+        before = (taps - 1) // 2 if flip else taps // 2
+        if anchor is not None and anchor[1 - axis] != -1:
+            before = anchor[1 - axis]
+            if not 0 <= before < taps:
+                rows, width = filter_shape[:2]
+                raise ValueError(f"anchor {tuple(anchor)} (x, y) lies outside the {rows}x{width} filter")
+        pads.append((before, taps - 1 - before))
+    return pads[0], pads[1]
 
 
-def check_image_shape(size: tuple[int, ...], width: int) -> None:
-    """`size`: (H, W) of the image (or of each frame)."""
-    if size[0] < width or size[1] < width:
-        raise ValueError(f"image {tuple(size)} is smaller than the {width}x{width} filter ('valid' mode)")
+def check_image_shape(size: tuple[int, ...], filter_shape: tuple[int, ...]) -> None:
+    """`size`: (H, W) of the image (or of each frame); `filter_shape`: (rows, F)."""
+    if size[0] < filter_shape[0] or size[1] < filter_shape[1]:
+        raise ValueError(
+            f"image {tuple(size)} is smaller than the {_shape_text(filter_shape)} filter ('valid' mode)"
+        )
 
 
 def _as_pixels(image: Any, batch: bool = False) -> np.ndarray:
@@ -419,19 +463,23 @@ def convolve(
     specialise: bool = False,
     algorithm: str = "auto",
     batch: bool = False,
+    anchor: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
+    """2-D correlation of `image` with `filter` (convolution with `flip=True`): F x F, or
+    rows x F (rows and F from 1 to 255; the separable form takes square ones).
     `image`: (H, W), or (H, W, C) with C = 1-4 interleaved channels, each filtered
     alike; with `batch=True` a batch of frames, (N, H, W) or (N, H, W, C), filtered in
     one launch.
 
-    mode="valid": output (H-F+1) x (W-F+1). mode="same": output H x W, past the edge
+    mode="valid": output (H-rows+1) x (W-F+1). mode="same": output H x W, past the edge
     the image reads as `border` says, with OpenCV's and SciPy's names: "constant"
     (`border_value`, 0 by default), "replicate" / "nearest", "reflect" (cv2
     BORDER_REFLECT), "mirror" / "reflect_101" (cv2's default), "wrap" (or a
     cv2.BORDER_* value); the filter's anchor is cv2.filter2D's default and
     scipy.ndimage.correlate's (with flip=True, scipy.ndimage.convolve's), for odd and
-    even F. The direct kernel handles the border itself (no padded copy of the image).
+    even sizes; `anchor=(x, y)` puts the filter's column x, row y over each output
+    instead, as cv2.filter2D's anchor (-1: the default; SciPy's origin o is tap
+    size // 2 + o). The direct kernel handles the border itself (no padded copy of the image).
 
     Pixel types: uint8, uint16, int16, float16 and float32 images are read as they are
     by the kernel; others are converted to float32 on the host (a finite float64 value
@@ -447,20 +495,27 @@ def convolve(
     """
     pixels_in = _as_pixels(image, batch)
     filt = prepared_filter(filter, mode, flip)
-    width = filt.shape[0]
+    filter_rows = filt.shape[0]
     frames, size, channels = layout(pixels_in.shape, batch)
     if batch and frames == 1:
         pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
     pixels = pixels_of(
-        np.asarray(image).dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames
+        np.asarray(image).dtype,
+        out_dtype,
+        mode,
+        border,
+        flip=flip,
+        channels=channels,
+        frames=frames,
+        anchor=anchor,
     )
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
-    padding = same_padding(width, flip)
+    padding = pixels.padding(filt.shape)
     frame_values = math.prod(size) * channels
     if pixels.border == "none":
-        check_image_shape(size, width)
-    too_large = frame_values + 2 * width * sum(size) * channels > MAX_INDEXED
+        check_image_shape(size, filt.shape)
+    too_large = frame_values + 2 * max(filt.shape) * sum(size) * channels > MAX_INDEXED
     if frames > 1 and too_large:
         raise ValueError(
             f"a frame of {frame_values} values is more than one kernel can index: "
@@ -476,7 +531,7 @@ def convolve(
 
     with _lock:
         info, context, queue = _context(device_index)
-        choice, values = _plan(size, width, info, db, filt, algorithm, specialise, pixels)
+        choice, values = _plan(size, filt.shape, info, db, filt, algorithm, specialise, pixels)
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
@@ -503,10 +558,10 @@ def convolve(
         launches = [
             (
                 dataclasses.replace(problem, out_height=rows),
-                pixels_in[first : first + rows + width - 1],
+                pixels_in[first : first + rows + filter_rows - 1],
                 output[first : first + rows],
             )
-            for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), width)
+            for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), filt.shape)
         ]
     for band, band_input, band_output in launches:
         buffers = {
@@ -541,14 +596,17 @@ def _as_result(output: np.ndarray, result: np.dtype) -> np.ndarray:
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach
 
 
-def _bands(image_shape: tuple[int, int], width: int) -> list[tuple[int, int]]:
+def _bands(image_shape: tuple[int, int], filter_shape: tuple[int, ...]) -> list[tuple[int, int]]:
     """(first output row, output rows) of each launch: one for an image whose values
-    int indices reach, else bands whose input rows (with F - 1 of overlap) do."""
+    int indices reach, else bands whose input rows (with the filter's rows less one of
+    overlap) do."""
     in_height, in_width = image_shape
-    out_height = in_height - width + 1
-    rows = min(out_height, MAX_INDEXED // in_width - (width - 1))
+    filter_rows = filter_shape[0]
+    out_height = in_height - filter_rows + 1
+    rows = min(out_height, MAX_INDEXED // in_width - (filter_rows - 1))
     if rows < 1:
         raise ValueError(
-            f"an image row of {in_width} values with a {width}-wide filter is more than one kernel can index"
+            f"an image row of {in_width} values with a {_shape_text(filter_shape)} filter "
+            "is more than one kernel can index"
         )
     return [(first, min(rows, out_height - first)) for first in range(0, out_height, rows)]

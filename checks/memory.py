@@ -127,6 +127,17 @@ def _pixel_cases() -> list[Case]:
                         config, {"filter_width": filter_width, "channels": key["channels"]}
                     ):
                         out.append(("conv2d", config, key))
+    # Filters of other height than width, flat and tall, with anchors off their centre.
+    for border in BORDERS:
+        for cache_local in (False, True):
+            for rows, width, channels in ((2, 7, 1), (7, 2, 3)):
+                config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
+                config = space.complete({**config, "cache_local": cache_local, "image_vector": 4})
+                key = {"filter_width": width, "filter_height": rows, "out_width": 11, "out_height": 6}
+                key |= {"dtype": "uint8", "out_dtype": "uint8", "border": border, "channels": channels}
+                if border != "none":
+                    key |= {"anchor": width - 1, "anchor_y": 0}
+                out.append(("conv2d", config, key))
     return out
 
 

@@ -114,10 +114,11 @@ def render(
 @click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
 @click.option(
     "--filter-width",
+    "--filter-size",
     "-f",
     "widths_text",
     default=None,
-    help="Comma list [default: every width tuned on this device].",
+    help="Comma list of widths F or ROWSxF sizes [default: every kind tuned on this device].",
 )
 @click.option(
     "--image-size",
@@ -167,7 +168,7 @@ def export(
     from autotune.devices import device_info
     from autotune.families import get_family
     from autotune.families.conv2d.header import c_header, holds_in_header
-    from autotune.families.conv2d.inputs import load_filter, parse_filter_widths, parse_image_size
+    from autotune.families.conv2d.inputs import load_filter, parse_filter_sizes, parse_image_size
 
     asked_header = formats_text is not None and "header" in formats_text
     formats_text = formats_text if formats_text is not None else "cl,json,header"
@@ -180,7 +181,7 @@ def export(
         formats = [f for f in formats if f != "header"]
     if "header" in formats and not family.writes_c_header:
         raise UsageError("--format header is written for the conv2d family only; use cl,json")
-    widths = parse_filter_widths(widths_text) if widths_text else None
+    widths = parse_filter_sizes(widths_text) if widths_text else None
     ranks = parse_ranks(ranks_text)
     if ranks and widths is None:
         raise UsageError("--rank needs --filter-width")

@@ -30,11 +30,12 @@ def problem_options(default_widths: str) -> Any:
                 click.option("--device", "-d", "device_index", type=int, default=0, show_default=True),
                 click.option(
                     "--filter-width",
+                    "--filter-size",
                     "-f",
                     "widths_text",
                     default=default_widths,
                     show_default=True,
-                    help="Comma list of filter widths.",
+                    help="Comma list of filter widths F, or ROWSxF sizes (e.g. 3,5,3x5).",
                 ),
                 click.option(
                     "--image-size",

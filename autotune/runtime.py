@@ -182,7 +182,9 @@ def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int,
     if len(image) == 2:
         return frames, (image[0], image[1]), 1
     if len(shape) == 4 and not batch:
-        raise ValueError(f"an image of shape {shape} is a batch (N, H, W, C): pass batch=True")
+        raise ValueError(
+            f"image must be (H, W) or (H, W, C), got shape {shape}: for a batch (N, H, W, C) pass batch=True"
+        )
     raise ValueError(
         f"image must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels"
         f"{' per frame' if batch else ''}, got shape {shape}"
@@ -334,10 +336,12 @@ def _plan(
     rows = _tuned_rows(db)
     direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_shape))
     direct = resolve(rows, CONV2D, direct_problem, info)
-    if pixels.frames > 1:  # the kernel chosen for one frame runs the batch
-        direct = dataclasses.replace(
-            direct, problem=dataclasses.replace(direct_problem, frames=pixels.frames)
-        )
+    if pixels.frames > 1:
+        # A batch tuned as one (any frame size) answers; else the kernel chosen for one frame.
+        batch_problem = dataclasses.replace(direct_problem, frames=pixels.frames)
+        batch = resolve(rows, CONV2D, batch_problem, info)
+        tuned = batch.level in ("exact", "nearest_image_size")
+        direct = batch if tuned else dataclasses.replace(direct, problem=batch_problem)
     if algorithm == "direct":
         return dataclasses.replace(direct, reason="the direct form was asked for"), filt
     if filt is None:
@@ -362,10 +366,10 @@ def _plan(
             many = f"a {_shape_text(filter_shape)} filter"
         if algorithm == "separable":
             raise ValueError(
-                f"the separable form takes a square filter, one channel of one image, not {many}: "
+                f"the separable form filters one channel of one image with a square filter, not {many}: "
                 "use algorithm='direct' or 'auto'"
             )
-        reason = f"{many}: the separable form takes a square filter, one channel of one image"
+        reason = f"{many}: the separable form filters one channel of one image with a square filter"
         return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
@@ -404,7 +408,9 @@ def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: 
     rows x F, any rows and F from 1 to 255."""
     filt = _as_image("filter", filter)
     if max(filt.shape) > MAX_FILTER_WIDTH:
-        raise ValueError(f"filter {_shape_text(filt.shape)} is larger than {MAX_FILTER_WIDTH} taps a side")
+        raise ValueError(
+            f"filter {_shape_text(filt.shape)}: each side must be from 1 to {MAX_FILTER_WIDTH} taps"
+        )
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
     return np.ascontiguousarray(filt[::-1, ::-1]) if flip else filt

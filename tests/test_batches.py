@@ -17,6 +17,7 @@ from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.conv2d.header import holds_in_header
 from autotune.families.image import CV2_BORDERS
+from tests.conftest import cli_json, run_cli
 from tests.test_pixels import NO_DB, image_of, random_config
 
 SAMPLE = random.Random(23)
@@ -157,7 +158,10 @@ def test_convolver_runs_batches_from_numpy_and_device_arrays():
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda: autotune.convolve(np.zeros((2, 8, 8, 3)), np.ones((3, 3))), "is a batch .* pass batch=True"),
+        (
+            lambda: autotune.convolve(np.zeros((2, 8, 8, 3)), np.ones((3, 3))),
+            "for a batch .* pass batch=True",
+        ),
         (
             lambda: autotune.convolve(np.zeros((8, 8)), np.ones((3, 3)), batch=True),
             r"a batch must be \(N, H, W\)",
@@ -193,3 +197,29 @@ def test_batched_kernels_export_with_their_own_name_and_stay_out_of_the_header()
     assert CONV2D.export_stem(batched) == "convolve_f5_batch" != CONV2D.export_stem(one)
     assert CONV2D.manifest_fields(batched)["batch"] is True
     assert CONV2D.manifest_fields(one)["batch"] is False
+
+
+def test_a_batch_tuned_as_one_is_what_convolve_runs(tmp_path):
+    """`search --frames N` tunes the batch itself; a batch of that kind is then answered
+    exactly, others of its pixels by the related kind."""
+    db = f"sqlite:///{tmp_path / 'frames.db'}"
+    pixels = ("--dtype", "uint8", "--out-dtype", "same", "--border", "mirror")
+    search = run_cli(
+        "search", "-d", "0", "-f", "3", "-s", "32x24", "--frames", "4", "--trials", "3", *pixels, "--db", db
+    )
+    assert search.returncode == 0, search.stderr
+    (record,) = cli_json("best", "--db", db)["kernels"]
+    assert record["problem"] == "F=3 uint8->uint8 mirror x4"
+    filt = np.full((3, 3), 1 / 9, np.float32)
+    options = {
+        "mode": "same",
+        "border": "mirror",
+        "dtype": np.uint8,
+        "out_dtype": "same",
+        "batch": True,
+        "db": db,
+    }
+    assert autotune.Convolver((4, 24, 32), filt, **options).plan.level == "exact"
+    assert autotune.Convolver((7, 24, 32), filt, **options).plan.level == "related_kind"
+    bad = run_cli("search", "-d", "0", "-f", "3", "--frames", "0", "--trials", "3", "--db", db)
+    assert bad.returncode == 2 and "--frames" in bad.stderr

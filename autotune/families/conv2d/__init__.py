@@ -69,6 +69,7 @@ class Conv2D(KernelFamily):
         border: str = "none",
         channels: int = 1,
         filter_height: int = 0,
+        frames: int = 1,
     ) -> dict[str, Any]:
         """The problem kind of a filter size, pixel types, border and channels (its key
         without the output size)."""
@@ -81,6 +82,7 @@ class Conv2D(KernelFamily):
             border=border,
             channels=channels,
             filter_height=filter_height,
+            frames=frames,
         )
         return problem.kind()
 

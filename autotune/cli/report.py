@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from autotune.cli.options import db_option, open_store
+from autotune.cli.options import db_option, json_option, open_store
 from autotune.cli.output import emit, progress
 from autotune.errors import UsageError
 
@@ -21,7 +21,7 @@ from autotune.errors import UsageError
     type=click.Choice(["html", "json"]),
     default="html",
     show_default=True,
-    help="html: index.html with figures beside it; json: report.json, also printed.",
+    help="html: index.html with figures beside it; json: report.json, also printed (as --json).",
 )
 @click.option(
     "--figure", "figure", default=None, help="Write this figure alone (a kind such as seed-study, or an id)."
@@ -38,6 +38,7 @@ from autotune.errors import UsageError
     help="Measure the roofline ceilings of devices present on this machine, unless given.",
 )
 @db_option
+@json_option
 def report(
     out_dir: str,
     device_index: int | None,
@@ -49,6 +50,7 @@ def report(
     peak_gflops: float | None,
     measure: bool,
     db_url: str | None,
+    as_json: bool,
 ) -> None:
     """Write a page of figures and tables from the database: seed study, roofline,
     every run's search, failures, best kernels."""
@@ -56,6 +58,7 @@ def report(
     from autotune.report.ceilings import given
     from autotune.report.collect import Scope
 
+    page_format = "json" if as_json else page_format
     for name, value in (("--bandwidth", bandwidth), ("--peak-gflops", peak_gflops)):
         if value is not None and not value > 0:
             raise UsageError(f"{name} must be a positive number, got {value}")

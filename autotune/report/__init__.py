@@ -42,10 +42,14 @@ class ReportRequest:
     measure: bool = True  # measure ceilings of devices on this machine
 
 
-def _out_dir(path: Path) -> Path:
-    """The output folder, created; a folder that cannot be written is bad input."""
+def _check_out_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {path} is a file, not a folder")
+
+
+def _out_dir(path: Path) -> Path:
+    """The output folder, created; a folder that cannot be written is bad input."""
+    _check_out_dir(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -122,17 +126,13 @@ def write_report(store: Store, request: ReportRequest, progress: Progress | None
     """Write the page (or the data as JSON, or one figure) into `request.out_dir`;
     what was written: {"files": [...], "data": {...}}."""
     tell = progress or (lambda what, done, total: None)
-    out_dir = _out_dir(request.out_dir)
+    _check_out_dir(request.out_dir)
     tell("reading the database", 0, 1)
     data = collect(store, request.scope)
     for index, device in enumerate(data["devices"]):
         device["figures"] = []
         has_points = any(r["gflops"] for r in device["best"])
-        wanted = request.page_format == "html" and request.figure in (
-            None,
-            "roofline",
-            f"roofline_dev{device['id']}",
-        )
+        wanted = request.figure in (None, "roofline", f"roofline_dev{device['id']}")
         tell(f"roofline ceilings of {device['name']}", index, len(data["devices"]))
         ceilings = (
             ceilings_for(device["fingerprint"], request.given, request.measure)
@@ -144,6 +144,8 @@ def write_report(store: Store, request: ReportRequest, progress: Progress | None
         for problem in run["problems"]:
             problem["figures"] = []
     _add_notes(data)
+    figures = _choose(figures_of(data), request.figure) if request.page_format == "html" else []
+    out_dir = _out_dir(request.out_dir)
     exports = _link_exports(data, out_dir)
     meta = {
         "database": _shown_url(store.url),
@@ -154,7 +156,6 @@ def write_report(store: Store, request: ReportRequest, progress: Progress | None
     if request.page_format == "json":
         files.append((out_dir / DATA, json.dumps({"meta": meta, **data}, indent=2) + "\n"))
     else:
-        figures = _choose(figures_of(data), request.figure)
         for done, figure in enumerate(figures):
             tell(f"drawing {figure.id}", done, len(figures))
             name = figure.file_name(request.image_format)

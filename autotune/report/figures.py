@@ -55,7 +55,7 @@ def _seed_study(device: dict[str, Any]) -> Callable[[Any], None]:
         axes.set_xticks(range(len(rows)), [r["problem"] for r in rows])
         axes.set_ylabel("speed-up over the naive kernel (baseline)")
         axes.set_title(f"seed study on {device['name']}")
-        axes.legend(fontsize="small", ncols=2)
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
     return draw
 
@@ -97,12 +97,30 @@ def _roofline(device: dict[str, Any]) -> Callable[[Any], None]:
         axes.set_xscale("log")
         axes.set_yscale("log")
         axes.set_xlim(low, high)
+        achieved = [r["gflops"] for r in rows]
+        axes.set_ylim(min(achieved) / 4, max([*achieved, peak or 0.0]) * 3)
         axes.set_xlabel("arithmetic intensity (FLOP per byte that must move)")
         axes.set_ylabel("GFLOP/s achieved")
         axes.set_title(f"roofline of {device['name']}")
-        axes.legend(fontsize="small")
+        _plain_numbers(axes)
+        axes.legend(fontsize="small", loc="lower right")
 
     return draw
+
+
+def _plain_numbers(axes: Any) -> None:
+    """Log axes labelled 20, 50, 0.5 rather than 2x10^1 (minor ticks: 2 and 5 only)."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(value: float, _: int) -> str:
+        leading = round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
+        return f"{value:g}" if leading in (2, 5) else ""
+
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _mark_trials(axes: Any, points: list[dict[str, Any]], x_key: str) -> None:
@@ -159,7 +177,7 @@ def _convergence(run: dict[str, Any], problem: dict[str, Any]) -> Callable[[Any]
                     linewidth=0.8,
                     label="best after re-timing",
                 )
-        by_trial.legend(fontsize="small")
+        figure.legend(*by_trial.get_legend_handles_labels(), loc="outside right upper", fontsize="small")
         figure.suptitle(f"run {run['run_id']}, {problem['problem']}: best so far")
 
     return draw
@@ -233,7 +251,7 @@ def render(figure: Figure, image_format: str) -> bytes:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure as MatplotlibFigure
 
-    size = (10, 4) if figure.kind == "convergence" else (7, 4)
+    size = (11, 4) if figure.kind == "convergence" else (5.6, 3.6)
     canvas = MatplotlibFigure(figsize=size, layout="constrained")
     figure.draw(canvas)
     buffer = io.BytesIO()

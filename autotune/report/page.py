@@ -15,6 +15,7 @@ table { border-collapse: collapse; margin: .5em 0 1em; font-size: .9em; }
 th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code, pre { font-family: ui-monospace, monospace; font-size: .85em; }
+td code { word-break: break-word; }
 pre { background: #f7f7f7; padding: .5em; white-space: pre-wrap; max-height: 12em; overflow: auto;
       margin: 0; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; margin: .3em 0; }
@@ -28,7 +29,15 @@ def _number(value: float | None, pattern: str) -> str:
 
 
 def _compact(config: Any) -> str:
-    return json.dumps(config, separators=(",", ":")) if isinstance(config, dict) else str(config)
+    """A config on lines that wrap: knob=value, a space between."""
+    if not isinstance(config, dict):
+        return str(config)
+    return " ".join(f"{k}={json.dumps(v)}" for k, v in config.items())
+
+
+def _when(iso: str | None) -> str:
+    """An ISO time to the second, as people read it."""
+    return iso[:19].replace("T", " ") if iso else "-"
 
 
 def html(data: dict[str, Any], meta: dict[str, Any], exports: list[str]) -> str:
@@ -50,4 +59,5 @@ def html(data: dict[str, Any], meta: dict[str, Any], exports: list[str]) -> str:
         has_exports=has_exports,
         number=_number,
         compact=_compact,
+        when=_when,
     )

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.errors import UsageError
+
 KINDS = ("seed-study", "roofline", "convergence", "times", "importance")
 ORIGIN_STYLE = {  # how each origin of a trial is marked
     "preset": ("tab:orange", "s", "seed preset"),
@@ -246,8 +248,10 @@ def render(figure: Figure, image_format: str) -> bytes:
     """The figure as PNG or SVG bytes."""
     import io
 
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise UsageError("the report's figures need matplotlib: pip install 'autotune[report]'") from None
     matplotlib.use("Agg")
     from matplotlib.figure import Figure as MatplotlibFigure
 

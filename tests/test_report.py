@@ -205,6 +205,11 @@ def test_json_for_scripts(tuned_db: Path, tmp_path: Path) -> None:
         assert bests == sorted(bests, reverse=True)  # best so far never rises
         assert isinstance(problem["failures"], list) and set(problem["importance"]) >= {"knobs"}
 
+    narrowed = cli_json(
+        "report", "--db", url(tuned_db), "--out", str(tmp_path), "--run", "1", "-d", "0", "--json"
+    )
+    assert [r["run_id"] for r in narrowed["runs"]] == [1] and len(narrowed["devices"]) == 1
+
 
 def test_missing_data_said_in_words(tuned_db: Path, tmp_path: Path) -> None:
     """No naive-kernel time: no seed-study figure, a sentence instead; a failed trial

@@ -65,9 +65,15 @@ def report(
     if figure is not None and page_format == "json":
         raise UsageError("--figure writes an image: give it without --format json")
     store = open_store(db_url, read_only=True)
-    scope = Scope(device_id=_device_id(store, device_index), run_id=run_id)
-    if run_id is not None and store.run(run_id) is None:
-        raise UsageError(f"no run {run_id} in the database (see `autotune history`)")
+    device_id = _device_id(store, device_index)
+    if run_id is not None:
+        run = store.run(run_id)
+        if run is None:
+            raise UsageError(f"no run {run_id} in the database (see `autotune history`)")
+        if device_id is not None and run.device_id != device_id:
+            raise UsageError(f"run {run_id} was not on device {device_index}")
+        device_id = run.device_id  # the page of one run shows its device alone
+    scope = Scope(device_id=device_id, run_id=run_id)
     request = ReportRequest(
         out_dir=Path(out_dir),
         scope=scope,

@@ -52,8 +52,10 @@ def importances(
         warnings.simplefilter("ignore")
         try:
             found = optuna.importance.get_param_importances(study, evaluator=evaluator)
-        except (RuntimeError, ValueError) as exc:
+        except Exception as exc:  # advisory: an evaluator failing must not fail the page
             return {"knobs": {}, "note": f"importances could not be computed: {exc}"}
+    if not any(value > 0 for value in found.values()):
+        return {"knobs": {}, "note": "no knob stands out among these trials"}
     return {
         "knobs": {name: float(value) for name, value in found.items()},
         "method": METHOD,

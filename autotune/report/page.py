@@ -8,21 +8,6 @@ from typing import Any
 
 import jinja2
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #222; }
-h1, h2, h3 { font-weight: 600; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: .5em 0 1em; font-size: .9em; }
-th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-code, pre { font-family: ui-monospace, monospace; font-size: .85em; }
-td code { word-break: break-word; }
-pre { background: #f7f7f7; padding: .5em; white-space: pre-wrap; max-height: 12em; overflow: auto;
-      margin: 0; }
-img { max-width: 100%; height: auto; border: 1px solid #eee; margin: .3em 0; }
-.note { color: #555; font-style: italic; } .figures { display: flex; flex-wrap: wrap; gap: 1em; }
-.figures figure { margin: 0; } .meta { color: #555; }
-"""
-
 
 def _number(value: float | None, pattern: str) -> str:
     return pattern % value if value is not None else "-"
@@ -51,7 +36,6 @@ def html(data: dict[str, Any], meta: dict[str, Any], exports: list[str]) -> str:
     template = environment.get_template("page.html.j2")
     has_exports = any(row.get("exported") for d in data["devices"] for row in d["best"])
     return template.render(
-        style=STYLE,
         meta=meta,
         devices=data["devices"],
         runs=data["runs"],

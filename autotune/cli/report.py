@@ -27,7 +27,12 @@ from autotune.errors import UsageError
     "--figure", "figure", default=None, help="Write this figure alone (a kind such as seed-study, or an id)."
 )
 @click.option(
-    "--figure-format", "image_format", type=click.Choice(["png", "svg"]), default="png", show_default=True
+    "--figure-format",
+    "image_format",
+    type=click.Choice(["png", "svg"]),
+    default="png",
+    show_default=True,
+    help="Image format of the figures.",
 )
 @click.option("--bandwidth", type=float, default=None, help="Roofline: memory bandwidth in GB/s.")
 @click.option("--peak-gflops", type=float, default=None, help="Roofline: arithmetic peak in GFLOP/s.")

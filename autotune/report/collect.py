@@ -169,7 +169,7 @@ def _trial_points(run: Run, trials: list[Trial]) -> list[dict[str, Any]]:
     """The trials a search counts, in order, with the best verified time so far."""
     points, best = [], None
     counted = [t for t in trials if counts_as_trial(t.origin, t.status)]
-    for position, t in enumerate(sorted(counted, key=lambda t: (t.number, t.id)), start=1):
+    for position, t in enumerate(sorted(counted, key=lambda t: t.id), start=1):  # in the order run
         ok = t.status == Status.OK and t.time_ms is not None
         if ok and (best is None or t.time_ms < best):  # type: ignore[operator]
             best = t.time_ms

@@ -133,6 +133,7 @@ def _best_rows(store: Store, device: Device, trials: list[Trial]) -> list[dict[s
                 "problem_id": problem_row.id,
                 "family": family.name,
                 "problem": _label(family, problem, sizes, families),
+                "label": _label(family, problem, sizes, {family.name}),  # within its family
                 **problem.kind(),
                 "image_size": list(problem.size),
                 "time_ms": best.time_ms,

@@ -31,19 +31,18 @@ class Figure:
     title: str
     draw: Callable[[Any], None]  # fills a matplotlib Figure
     owner: tuple[Any, ...]  # ("device", id) or ("run", run id, problem id): where the page shows it
+    size: tuple[float, float] = (5.6, 3.6)  # inches, at DPI
 
     def file_name(self, image_format: str) -> str:
         return f"{self.id}.{image_format}"
 
 
 def slug(text: str) -> str:
-    """A file-name-safe form of a label (`F=5` -> `F5`)."""
+    """A file-name-safe form of a label (`F=5` -> `F-5`)."""
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "x"
 
 
-def _seed_study(device: dict[str, Any]) -> Callable[[Any], None]:
-    rows = [r for r in device["best"] if r["seed_study"]]
-
+def _seed_study(device: dict[str, Any], rows: list[dict[str, Any]], family: str) -> Callable[[Any], None]:
     def draw(figure: Any) -> None:
         axes = figure.subplots()
         names = list(dict.fromkeys(n for r in rows for n in r["seed_study"]["speedup"]))
@@ -54,9 +53,9 @@ def _seed_study(device: dict[str, Any]) -> Callable[[Any], None]:
             colour = "black" if name == "tuned" else None
             axes.bar(xs, ys, width, label="tuned kernel" if name == "tuned" else name, color=colour)
         axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-        axes.set_xticks(range(len(rows)), [r["problem"] for r in rows])
+        axes.set_xticks(range(len(rows)), [r["label"].replace(" @", "\n@") for r in rows])
         axes.set_ylabel("speed-up over the naive kernel (baseline)")
-        axes.set_title(f"seed study on {device['name']}")
+        axes.set_title(f"seed study ({family}) on {device['name']}")
         axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
     return draw
@@ -87,14 +86,24 @@ def _roofline(device: dict[str, Any]) -> Callable[[Any], None]:
             axes.axhline(
                 peak, color="black", linestyle="--", linewidth=0.8, label=f"FMA peak {peak:.1f} GFLOP/s"
             )
-        axes.scatter(intensity, [r["gflops"] for r in rows], color="tab:red", zorder=3, label="best kernel")
-        for r in rows:
+        markers = dict(zip(dict.fromkeys(r["family"] for r in rows), "o^sDv", strict=False))
+        for family, marker in markers.items():
+            mine = [r for r in rows if r["family"] == family]
+            axes.scatter(
+                [r["intensity"] for r in mine],
+                [r["gflops"] for r in mine],
+                color="tab:red",
+                marker=marker,
+                zorder=3,
+                label=f"best kernel ({family})",
+            )
+        for i, r in enumerate(sorted(rows, key=lambda r: (r["intensity"], r["gflops"]))):
             axes.annotate(
-                r["problem"],
+                r["label"],
                 (r["intensity"], r["gflops"]),
                 textcoords="offset points",
-                xytext=(4, 4),
-                fontsize="small",
+                xytext=(4, 5 if i % 2 == 0 else -11),  # neighbours alternate above and below
+                fontsize="x-small",
             )
         axes.set_xscale("log")
         axes.set_yscale("log")
@@ -219,8 +228,14 @@ def figures_of(data: dict[str, Any]) -> list[Figure]:
     found = []
     for device in data["devices"]:
         tag, owner = f"dev{device['id']}", ("device", device["id"])
-        if any(r["seed_study"] for r in device["best"]):
-            found.append(Figure(f"seed-study_{tag}", "seed-study", "seed study", _seed_study(device), owner))
+        for family in dict.fromkeys(r["family"] for r in device["best"]):
+            rows = [r for r in device["best"] if r["family"] == family and r["seed_study"]]
+            if rows:
+                size = (max(5.6, 2.6 + 0.9 * len(rows)), 3.6)
+                draw = _seed_study(device, rows, family)
+                found.append(
+                    Figure(f"seed-study_{tag}_{family}", "seed-study", "seed study", draw, owner, size)
+                )
         if any(r["gflops"] for r in device["best"]):
             found.append(Figure(f"roofline_{tag}", "roofline", "roofline", _roofline(device), owner))
     for run in data["runs"]:
@@ -228,11 +243,8 @@ def figures_of(data: dict[str, Any]) -> list[Figure]:
             tag = f"run{run['run_id']}_{slug(problem['problem'])}"
             owner = ("run", run["run_id"], problem["problem_id"])
             if any(p["best_ms"] is not None for p in problem["trials"]):
-                found.append(
-                    Figure(
-                        f"convergence_{tag}", "convergence", "best so far", _convergence(run, problem), owner
-                    )
-                )
+                draw = _convergence(run, problem)
+                found.append(Figure(f"convergence_{tag}", "convergence", "best so far", draw, owner, (11, 4)))
             if problem["times_ms"]:
                 found.append(Figure(f"times_{tag}", "times", "measured times", _times(run, problem), owner))
             if problem["importance"]["knobs"]:
@@ -255,8 +267,7 @@ def render(figure: Figure, image_format: str) -> bytes:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure as MatplotlibFigure
 
-    size = (11, 4) if figure.kind == "convergence" else (5.6, 3.6)
-    canvas = MatplotlibFigure(figsize=size, layout="constrained")
+    canvas = MatplotlibFigure(figsize=figure.size, layout="constrained")
     figure.draw(canvas)
     buffer = io.BytesIO()
     canvas.savefig(

@@ -184,6 +184,7 @@ def test_json_for_scripts(tuned_db: Path, tmp_path: Path) -> None:
     assert data["meta"]["database"] == url(tuned_db)
     (device,) = data["devices"]
     assert device["type"] == "CPU" and device["ceilings"]["source"].startswith("not measured")
+    assert device["index"] == 0  # the device is on this machine: `-d 0`
     assert [row["problem"] for row in device["best"]] == list(WIDTHS)
     for row in device["best"]:
         assert (
@@ -213,7 +214,8 @@ def test_json_for_scripts(tuned_db: Path, tmp_path: Path) -> None:
 
 def test_missing_data_said_in_words(tuned_db: Path, tmp_path: Path) -> None:
     """No naive-kernel time: no seed-study figure, a sentence instead; a failed trial
-    shows under its status with its error."""
+    shows under its status with its error; a device of another machine has no ceilings
+    to measure."""
     edited = tmp_path / "edited.db"
     shutil.copy(tuned_db, edited)
     with sqlite3.connect(edited) as connection:
@@ -226,13 +228,15 @@ def test_missing_data_said_in_words(tuned_db: Path, tmp_path: Path) -> None:
             " error = 'error: use of undeclared identifier tile'"
             " WHERE id = (SELECT MAX(id) FROM autotune_trials WHERE origin = 'sampler')"
         )
+        connection.execute("UPDATE autotune_devices SET driver = 'another machine''s driver'")
     out = tmp_path / "page"
-    code, _, stderr = report("--db", url(edited), "--out", str(out), "--no-measure")
+    code, _, stderr = report("--db", url(edited), "--out", str(out))
     assert code == 0, stderr
     text = (out / "index.html").read_text()
     assert not list(out.glob("seed-study_*")) and "no measurement of the naive kernel" in text
     assert "compile_error" in text and "use of undeclared identifier tile" in text
-    assert "Roofline ceilings: not measured (--no-measure)" in text
+    assert "Roofline ceilings: not available: the device is not on this machine" in text
+    assert "not on this machine" in text and list(out.glob("roofline_*.png"))
 
 
 def test_empty_database_gives_a_page_that_says_so(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from autotune import __version__
 from autotune.errors import AutotuneError, UsageError
 from autotune.files import write_files
-from autotune.report.ceilings import Ceilings, ceilings_for
+from autotune.report.ceilings import Ceilings, ceilings_for, local_indices
 from autotune.report.collect import Scope, collect
 from autotune.report.figures import KINDS, Figure, figures_of, render
 from autotune.report.page import html
@@ -129,13 +129,15 @@ def write_report(store: Store, request: ReportRequest, progress: Progress | None
     _check_out_dir(request.out_dir)
     tell("reading the database", 0, 1)
     data = collect(store, request.scope)
+    here = local_indices() if data["devices"] else {}
     for index, device in enumerate(data["devices"]):
+        device["index"] = here.get(json.dumps(device["fingerprint"], sort_keys=True))  # None: not here
         device["figures"] = []
         has_points = any(r["gflops"] for r in device["best"])
         wanted = request.figure in (None, "roofline", f"roofline_dev{device['id']}")
         tell(f"roofline ceilings of {device['name']}", index, len(data["devices"]))
         ceilings = (
-            ceilings_for(device["fingerprint"], request.given, request.measure)
+            ceilings_for(device["index"], request.given, request.measure)
             if has_points and wanted
             else request.given or Ceilings(None, None, "not needed for this output")
         )

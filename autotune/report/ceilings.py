@@ -56,14 +56,18 @@ def given(bandwidth_gbs: float | None, peak_gflops: float | None) -> Ceilings | 
     return Ceilings(bandwidth_gbs, peak_gflops, "given on the command line (--bandwidth, --peak-gflops)")
 
 
-def local_index(fingerprint: dict[str, str]) -> int | None:
-    """This machine's index of the device with this fingerprint; None if it is not here."""
-    from autotune.devices import list_devices
+def local_indices() -> dict[str, int]:
+    """This machine's device index by device fingerprint (as JSON); none if OpenCL cannot
+    list its devices."""
+    import json
 
-    for info in list_devices():
-        if info.fingerprint == fingerprint:
-            return info.index
-    return None
+    from autotune.devices import list_devices
+    from autotune.errors import AutotuneError
+
+    try:
+        return {json.dumps(d.fingerprint, sort_keys=True): d.index for d in list_devices()}
+    except AutotuneError:
+        return {}
 
 
 def _median_ms(launch: Any) -> float:
@@ -112,15 +116,13 @@ def measure(device_index: int) -> Ceilings:
     )
 
 
-def ceilings_for(
-    fingerprint: dict[str, str], given_figures: Ceilings | None, allow_measure: bool
-) -> Ceilings:
-    """The ceilings a device's roofline is drawn under, and where they came from."""
+def ceilings_for(index: int | None, given_figures: Ceilings | None, allow_measure: bool) -> Ceilings:
+    """The ceilings a device's roofline is drawn under (`index`: the device's on this
+    machine, None if it is not here), and where they came from."""
     if given_figures is not None:
         return given_figures
     if not allow_measure:
         return Ceilings(None, None, "not measured (--no-measure); give --bandwidth and --peak-gflops")
-    index = local_index(fingerprint)
     if index is None:
         return Ceilings(
             None, None, "not available: the device is not on this machine (give --bandwidth, --peak-gflops)"

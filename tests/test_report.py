@@ -154,6 +154,9 @@ def test_svg_figures_and_one_figure_alone(tuned_db: Path, tmp_path: Path) -> Non
         root = ElementTree.parse(svg / name).getroot()
         assert root.tag == "{http://www.w3.org/2000/svg}svg"
         assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 10, name
+    seen = open_page(svg / "index.html")
+    assert seen.errors == [] and len(seen.images) == len(found.images)
+    assert all(i["complete"] and i["width"] > 0 for i in seen.images)
 
     alone = tmp_path / "alone"
     code, stdout, stderr = report(

@@ -116,9 +116,10 @@ def _choose(figures: list[Figure], name: str | None) -> list[Figure]:
         return figures
     chosen = [f for f in figures if name in (f.id, f.kind)]
     if not chosen:
-        known = ", ".join(dict.fromkeys([*KINDS, *(f.id for f in figures)]))
+        ids = [f.id for f in figures]
+        shown = ", ".join(ids[:6]) + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
         why = "no data in the database for it" if name in KINDS else "unknown figure"
-        raise UsageError(f"{why}: {name!r} (figures: {known})")
+        raise UsageError(f"{why}: {name!r} (kinds: {', '.join(KINDS)}; ids: {shown or 'none'})")
     return chosen
 
 

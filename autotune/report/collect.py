@@ -160,8 +160,9 @@ def _failures(trials: list[Trial]) -> list[dict[str, Any]]:
         counts[t.status] += 1
         if t.error and t.status not in example:
             text = t.error.strip()
+            # its end, as outcomes.clip keeps it: where compilers and tracebacks put the cause
             example[t.status] = (
-                text if len(text) <= EXAMPLE_ERROR_CHARS else text[:EXAMPLE_ERROR_CHARS] + "..."
+                text if len(text) <= EXAMPLE_ERROR_CHARS else "..." + text[-EXAMPLE_ERROR_CHARS:]
             )
     return [{"status": s, "count": n, "example": example.get(s)} for s, n in counts.most_common()]
 

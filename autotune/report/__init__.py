@@ -157,6 +157,7 @@ def write_report(store: Store, request: ReportRequest, progress: Progress | None
     }
     files: list[tuple[Path, str | bytes]] = []
     if request.page_format == "json":
+        data["exported_files"] = exports
         files.append((out_dir / DATA, json.dumps({"meta": meta, **data}, indent=2) + "\n"))
     else:
         for done, figure in enumerate(figures):

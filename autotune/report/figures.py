@@ -1,6 +1,6 @@
 """The report's figures, drawn with matplotlib from the collected data (`collect`).
 
-Each figure has an id that names its file (`seed-study_dev1.png`) and a kind
+Each figure has an id that names its file (`roofline_dev1.png`) and a kind
 (`seed-study`, `roofline`, `convergence`, `times`, `importance`): `--figure` takes
 either. A figure whose data is missing is not drawn; the page says why in words.
 """

@@ -62,11 +62,11 @@ class _Pipe:
         message, self.buffer = self.buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def call(self, method: str, session: str | None = None, timeout: float = 30, **params: Any) -> Any:
+    def call(self, method: str, attached: str | None = None, timeout: float = 30, **params: Any) -> Any:
         self.next_id += 1
         request: dict[str, Any] = {"id": self.next_id, "method": method, "params": params}
-        if session:
-            request["sessionId"] = session
+        if attached:  # the DevTools id of the page this command is for
+            request["sessionId"] = attached
         os.write(self.to_browser, json.dumps(request).encode() + b"\0")
         deadline = time.monotonic() + timeout
         while True:
@@ -136,28 +136,28 @@ def open_page(path: Path, width: int = 1280, height: int = 900) -> PageSeen:
     pipe = _Pipe(ours_out, ours_in)
     try:
         target = pipe.call("Target.createTarget", url="about:blank")["targetId"]
-        session = pipe.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        attached = pipe.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
-            pipe.call(f"{domain}.enable", session)
+            pipe.call(f"{domain}.enable", attached)
         pipe.call(
             "Emulation.setDeviceMetricsOverride",
-            session,
+            attached,
             width=width,
             height=height,
             deviceScaleFactor=1,
             mobile=False,
         )
         pipe.events.clear()
-        pipe.call("Page.navigate", session, url=path.resolve().as_uri())
+        pipe.call("Page.navigate", attached, url=path.resolve().as_uri())
         pipe.wait_for("Page.loadEventFired")
         seen = PageSeen()
-        seen.images = pipe.call("Runtime.evaluate", session, expression=IMAGES, returnByValue=True)["result"][
-            "value"
-        ]
+        seen.images = pipe.call("Runtime.evaluate", attached, expression=IMAGES, returnByValue=True)[
+            "result"
+        ]["value"]
         seen.text = pipe.call(
-            "Runtime.evaluate", session, expression="document.body.innerText", returnByValue=True
+            "Runtime.evaluate", attached, expression="document.body.innerText", returnByValue=True
         )["result"]["value"]
-        shot = pipe.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
+        shot = pipe.call("Page.captureScreenshot", attached, format="png", captureBeyondViewport=True)
         seen.screenshot = base64.b64decode(shot["data"])
         seen.errors = _errors(pipe.events)
         seen.requests = [

@@ -116,9 +116,9 @@ def batches(args: argparse.Namespace, store: Store, device: Any, evaluator: Eval
     lines = [
         f"Batches: {frames} frames of {width}x{height} uint8, mirror border, uint8 out, against one "
         f"{whole[0]}x{whole[1]} image; the kernel tuned for the {whole[0]}x{whole[1]} kind.\n",
-        "| F | one image, kernel ms | batch, one launch, kernel ms | one frame x N, kernel ms "
-        "| batch call, wall ms | N frame calls, wall ms | torch batch ms |",
-        "|---|---|---|---|---|---|---|",
+        "| F | one image, kernel ms | batch, one launch, kernel ms | batch tuned as one, kernel ms "
+        "| one frame x N, kernel ms | batch call, wall ms | N frame calls, wall ms | torch batch ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for filter_width in parse_filter_widths(args.filter_width):
         image_problem = Conv2DProblem(filter_width, *whole, **PIXELS)
@@ -129,10 +129,14 @@ def batches(args: argparse.Namespace, store: Store, device: Any, evaluator: Eval
         config = choice.config
         batch = Conv2DProblem(filter_width, width, height, **PIXELS, frames=frames)
         frame = Conv2DProblem(filter_width, width, height, **PIXELS)
+        own = resolve(store.best(), CONV2D, batch, device)  # `search --frames N` tunes the batch itself
+        runs = [("image", image_problem, config), ("batch", batch, config), ("frame", frame, config)]
+        if own.level == "exact":
+            runs.append(("batch tuned", batch, own.config))
         kernel: dict[str, list[float]] = {}
         for _ in range(args.rounds):
-            for name, problem in (("image", image_problem), ("batch", batch), ("frame", frame)):
-                m = evaluator.evaluate(config, problem)
+            for name, problem, run_config in runs:
+                m = evaluator.evaluate(run_config, problem)
                 kernel.setdefault(name, []).append(m.time_ms if m.ok else float("nan"))
                 if not m.ok:
                     print(f"F={filter_width} {name}: {m.status.value} {m.error}", file=sys.stderr)
@@ -143,10 +147,17 @@ def batches(args: argparse.Namespace, store: Store, device: Any, evaluator: Eval
             statistics.median(torch_timer() for _ in range(args.rounds)) if torch_timer else float("nan")
         )
         lines.append(
-            f"| {filter_width} | {ms['image']:.4f} | {ms['batch']:.4f} | {ms['frame'] * frames:.4f} "
+            f"| {filter_width} | {ms['image']:.4f} | {ms['batch']:.4f} "
+            f"| {ms.get('batch tuned', float('nan')):.4f} "
+            f"| {ms['frame'] * frames:.4f} "
             f"| {batch_wall:.4f} | {frames_wall:.4f} | {torch_ms:.4f} |"
         )
-        lines.append(f"\nF={filter_width} config: `{json.dumps(config, separators=(',', ':'))}`\n")
+        lines.append(f"\nF={filter_width} config: `{json.dumps(config, separators=(',', ':'))}`")
+        if own.level == "exact":
+            lines.append(
+                f"F={filter_width} batch tuned as one: `{json.dumps(own.config, separators=(',', ':'))}`"
+            )
+        lines.append("")
     return lines
 
 

@@ -7,6 +7,10 @@
  * for 'same' output (nppiFilterBorder32f). */
 #include <npp.h>
 
+/* libnppc exports it; CUDA 13's headers no longer declare it (an identical prototype is
+ * harmless where they still do). */
+NppStatus nppGetStreamContext(NppStreamContext *context);
+
 int npp_filter_8u(const Npp8u *src, int src_step, int width, int height, Npp8u *dst, int dst_step,
                   int out_width, int out_height, const Npp32f *taps, int taps_width, int taps_height,
                   int anchor_x, int anchor_y, int channels, int border) {

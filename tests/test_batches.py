@@ -223,3 +223,22 @@ def test_a_batch_tuned_as_one_is_what_convolve_runs(tmp_path):
     assert autotune.Convolver((7, 24, 32), filt, **options).plan.level == "related_kind"
     bad = run_cli("search", "-d", "0", "-f", "3", "--frames", "0", "--trials", "3", "--db", db)
     assert bad.returncode == 2 and "--frames" in bad.stderr
+
+
+def test_a_new_kind_starts_from_the_winner_of_a_related_kind_of_any_size(tmp_path):
+    """A batch's search (another kind and size) measures the config that won for the
+    same width and pixels at another size right after the seed presets (where that
+    winner is a preset itself, among them)."""
+    db = f"sqlite:///{tmp_path / 'warm.db'}"
+    pixels = ("--dtype", "uint8", "--out-dtype", "same", "--border", "mirror")
+    first = run_cli("search", "-d", "0", "-f", "3", "-s", "48x32", "--trials", "12", *pixels, "--db", db)
+    assert first.returncode == 0, first.stderr
+    (winner,) = cli_json("best", "--db", db)["kernels"]
+    batch = cli_json(
+        "search", "-d", "0", "-f", "3", "-s", "24x16", "--frames", "3", "--trials", "12", *pixels, "--db", db
+    )
+    trials = cli_json("show", str(batch["run_id"]), "--db", db)["trials"]
+    presets = [t for t in trials if t["origin"] == "preset"]
+    early = [t["config"] for t in trials[: len(presets) + 1]]
+    assert winner["config"] in early
+    assert all(t["origin"] != "warm" or t["config"] == winner["config"] for t in trials[: len(presets) + 1])

@@ -29,6 +29,7 @@ from autotune.devices import DeviceInfo
 from autotune.errors import AutotuneError
 from autotune.evaluate import Evaluator
 from autotune.families import KernelFamily, KernelVariant, Problem
+from autotune.families.base import size_distance
 from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
 from autotune.search import DEFAULT_SAMPLER, Search, SearchOptions
 from autotune.space import Config
@@ -393,16 +394,25 @@ class Tuner:
         return tried > 0
 
     def _winners_elsewhere(self, problem: Problem) -> list[Config]:
-        """Best configs of this device for other problems of the family at the same size,
-        nearest kind first. Far ones count too: F = 33's winner is also fast at F = 17
-        and leads the search into a region it would not reach from F = 9 or 11."""
+        """Best configs of this device for other problems of the family: first those of
+        related kinds (for convolution the same filter width with other pixels, border
+        or batch) at any size, nearest first, then other kinds at the same size, nearest
+        first. Far ones count too: F = 33's winner is also fast at F = 17 and leads the
+        search into a region it would not reach from F = 9 or 11. A related kind's winner
+        is where a search of a new kind starts best: on the H200 a 30-trial search of a
+        batch of 512x512 frames at F = 9 ended 23% slower than the 4096x4096 kind's winner."""
         kind = problem.kind()
         rows = []
         for best, _, row in self.store.best(device_id=self.device_id, family=self.family.name):
             other = self.family.problem(row.fields)
             config = self.family.read_config(best.config)
-            if other.kind() != kind and other.size == problem.size and config is not None:
-                rows.append((self.family.warm_start_distance(kind, other.kind()), config))
+            if other.kind() == kind or config is None:
+                continue
+            related = self.family.related_kind_distance(kind, other.kind())
+            if related is not None:
+                rows.append(((0, related, size_distance(other.size, problem.size)), config))
+            elif other.size == problem.size:
+                rows.append(((1, self.family.warm_start_distance(kind, other.kind()), 0.0), config))
         rows.sort(key=lambda item: item[0])
         configs: list[Config] = []
         for _, config in rows:

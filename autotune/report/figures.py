@@ -8,6 +8,7 @@ either. A figure whose data is missing is not drawn; the page says why in words.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,9 @@ def _seed_study(device: dict[str, Any], rows: list[dict[str, Any]], family: str)
             colour = "black" if name == "tuned" else None
             axes.bar(xs, ys, width, label="tuned kernel" if name == "tuned" else name, color=colour)
         axes.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-        axes.set_xticks(range(len(rows)), [r["label"].replace(" @", "\n@") for r in rows])
+        # Kind labels (`F=3x5 uint8->uint8 mirror`) break into lines so neighbours stay apart.
+        labels = [textwrap.fill(r["label"].replace(" @", "\n@"), 14) for r in rows]
+        axes.set_xticks(range(len(rows)), labels, fontsize="small")
         axes.set_ylabel("speed-up over the naive kernel (baseline)")
         axes.set_title(f"seed study ({family}) on {device['name']}")
         axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -205,7 +208,7 @@ def _times(run: dict[str, Any], problem: dict[str, Any]) -> Callable[[Any], None
         axes.set_xscale("log")
         axes.set_xlabel("median ms of a verified kernel")
         axes.set_ylabel("kernels")
-        axes.set_title(f"run {run['run_id']}, {problem['problem']}: measured times")
+        axes.set_title(f"run {run['run_id']}, {problem['problem']}:\nmeasured times", fontsize="medium")
 
     return draw
 
@@ -218,7 +221,7 @@ def _importance(run: dict[str, Any], problem: dict[str, Any]) -> Callable[[Any],
         names = list(knobs)[::-1]
         axes.barh(names, [knobs[n] for n in names], color="tab:purple")
         axes.set_xlabel("importance (share, PED-ANOVA over log time)")
-        axes.set_title(f"run {run['run_id']}, {problem['problem']}: which knobs mattered")
+        axes.set_title(f"run {run['run_id']}, {problem['problem']}:\nwhich knobs mattered", fontsize="medium")
 
     return draw
 

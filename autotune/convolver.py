@@ -19,8 +19,6 @@ import numpy as np
 
 import autotune.runtime as runtime
 from autotune.families import get_family
-from autotune.families.conv2d import CONV2D
-from autotune.families.image import pad_for_border
 from autotune.lookup import Choice
 
 
@@ -67,7 +65,6 @@ class Convolver:
         self._pixels = runtime.pixels_of(
             dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
         )
-        self._border_value = border_value
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":
             runtime.check_image_shape(size, filt.shape)
@@ -90,17 +87,9 @@ class Convolver:
             self._kernel = runtime._kernel(
                 device_index, self.context, variant.source, variant.kernel_name, variant.build_options
             )
-        # The direct family reads the pixels and the border itself; the separable form is
-        # given float32 with the border padded on the host.
-        self._host_padding = self._pixels.padding(filt.shape) if self._family is not CONV2D else None
-        if self._host_padding is not None and self._pixels.border != "none":
-            (top, bottom), (left, right) = self._host_padding
-            self._input_shape = (image_shape[0] + top + bottom, image_shape[1] + left + right)
-            self._input_dtype = np.dtype(np.float32)
-        else:
-            self._host_padding = None
-            self._input_shape = self.image_shape
-            self._input_dtype = self.dtype if self._family is CONV2D else np.dtype(np.float32)
+        # Both forms read the pixels and the border themselves: the image goes up as it is.
+        self._input_shape = self.image_shape
+        self._input_dtype = self.dtype
         taps = self._family.value_arrays(values)
         mf = cl.mem_flags
         self._taps: dict[str, Any] = {
@@ -176,12 +165,7 @@ class Convolver:
             raise ValueError(f"out must be a {result_dtype} NumPy array of shape {self.output_shape}")
         with self._host_calls:
             staged_image, staged_result = self._pinned()
-            if self._host_padding is None:
-                np.copyto(staged_image, host, casting="unsafe")
-            else:
-                padding = tuple(zip(*self._host_padding, strict=True))
-                padded = pad_for_border(host, *padding, self._pixels.border, self._border_value)  # type: ignore[arg-type]
-                np.copyto(staged_image, padded, casting="unsafe")
+            np.copyto(staged_image, host, casting="unsafe")
             cl.enqueue_copy(self.queue, self._input, staged_image, is_blocking=False)
             self._launch(self._input, self._output)
             cl.enqueue_copy(self.queue, staged_result, self._output, is_blocking=True)
@@ -191,11 +175,6 @@ class Convolver:
     def _on_device(self, image: Any, out: Any, wait: bool) -> Any:
         import pyopencl.array as cl_array
 
-        if self._host_padding is not None or self._input_dtype != self.dtype:
-            raise ValueError(
-                "device arrays run on the direct form, or on the separable form with mode='valid' and "
-                "float32 (this Convolver pads or converts on the host)"
-            )
         _check_device_array("image", image, self.image_shape, self.context, self.dtype)
         if out is None:
             out = cl_array.empty(self.queue, self.output_shape, self.output_dtype)

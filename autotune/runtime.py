@@ -324,9 +324,8 @@ def _plan(
     pixels: Pixels = Pixels(),
 ) -> tuple[Choice, Any]:
     """The choice and the values its kernel takes for the filter: the filter itself, or
-    its separable terms (row_taps, column_taps). The direct form reads and writes the
-    pixel types and border itself; the separable form runs 'valid' on float32 (the host
-    converts and pads for it)."""
+    its separable terms (row_taps, column_taps). Both forms read and write the pixel
+    types and border themselves."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     out_h, out_w = image_shape[0], image_shape[1]
@@ -371,23 +370,23 @@ def _plan(
             )
         reason = f"{many}: the separable form filters one channel of one image with a square filter"
         return dataclasses.replace(direct, reason=reason), filt
-    if algorithm == "auto" and (pixels.dtype, pixels.out_dtype, pixels.border) != (
-        "float32",
-        "float32",
-        "none",
-    ):
-        # The separable kernels read and write float32 'valid' images: anything else would
-        # need a conversion and padding pass on the host, and could not run on device arrays.
-        reason = (
-            f"rank {rank}, but the separable form reads float32 'valid' images; the direct form reads "
-            f"{pixels.dtype} pixels and the border itself"
-        )
+    (anchor_row, _), (anchor_column, _) = pixels.padding(filter_shape)
+    if pixels.border == "none":
+        anchor_row = anchor_column = -1  # 'valid' output has no anchor
+    if anchor_row != anchor_column:
+        if algorithm == "separable":
+            raise ValueError(
+                "the separable form anchors its filter at one tap in x and y: use algorithm='direct'"
+            )
+        reason = f"rank {rank}, but the anchor differs in x and y, which the separable form does not take"
         return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
         reason = f"rank {rank} at F={filter_width}: that many separable terms cost more than the direct form"
         return dataclasses.replace(direct, reason=reason), filt
-    separable = resolve(rows, SEPARABLE, SeparableProblem(filter_width, rank, out_w, out_h), info)
+    pixel_fields = {"out_dtype": pixels.out_dtype, "border": pixels.border, "anchor": anchor_column}
+    separable_problem = SeparableProblem(filter_width, rank, out_w, out_h, pixels.dtype, **pixel_fields)  # type: ignore[arg-type]
+    separable = resolve(rows, SEPARABLE, separable_problem, info)
     if algorithm == "separable":
         return dataclasses.replace(separable, reason=f"the separable form (rank {rank}) was asked for"), terms
     times = {
@@ -554,11 +553,6 @@ def convolve(
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
     problem = choice.problem
-    if family is not CONV2D:
-        # The separable form runs 'valid' on float32: convert and pad on the host.
-        pixels_in = pixels_in.astype(np.float32)
-        if pixels.border != "none":
-            pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
     taps = family.value_arrays(values)
     mf = cl.mem_flags
     arguments: dict[str, Any] = {

@@ -160,6 +160,15 @@ def _separable_cases() -> list[Case]:
             if not space.violations(config, problem):
                 key = {**problem, "out_width": out_w, "out_height": out_h, "dtype": "float32"}
                 out.append(("separable", config, key))
+    # Pixel types and every border, the tile staged (as 'same' output needs), anchors off centre.
+    pixel_types = ("uint8", "uint16", "int16", "float16", "float32")
+    for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
+        for row_columns in ("strided", "transposed"):
+            config = space.complete({**base, "cache_input": True, "row_columns": row_columns})
+            dtype = pixel_types[number % len(pixel_types)]
+            key = {"filter_width": 4, "rank": 2, "out_width": 11, "out_height": 6, "dtype": dtype}
+            key |= {"out_dtype": dtype, "border": border} | ({"anchor": 3} if border != "none" else {})
+            out.append(("separable", config, key))
     return out
 
 

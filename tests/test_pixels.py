@@ -379,7 +379,7 @@ def test_convolve_runs_the_kernel_tuned_for_its_pixels(pixels_db):
     [
         (("--dtype", "int8"), "Invalid value for '--dtype'"),
         (("--border", "sideways"), "Invalid value for '--border'"),
-        (("--family", "separable", "--dtype", "uint8"), "are for the conv2d family"),
+        (("--family", "separable", "--channels", "3"), "are for the conv2d family"),
     ],
 )
 def test_pixel_options_refuse_what_they_cannot_do(args, message, tmp_path):

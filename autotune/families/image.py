@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.errors import UsageError
+
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
 FLOAT16_EPS = float(np.finfo(np.float16).eps)
 
@@ -37,6 +39,15 @@ NUMPY_PAD_MODES = {
     "mirror": "reflect",
     "wrap": "wrap",
 }
+
+
+def check_pixels(dtype: str, out_dtype: str, border: str) -> None:
+    """UsageError for a pixel type or border a problem cannot have."""
+    for name, value in (("dtype", dtype), ("out_dtype", out_dtype)):
+        if value not in PIXEL_TYPES:
+            raise UsageError(f"{name} must be one of {', '.join(PIXEL_TYPES)}, got {value!r}")
+    if border not in BORDERS:
+        raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {border!r}")
 
 
 def border_name(border: object) -> str:

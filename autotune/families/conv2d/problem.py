@@ -15,10 +15,9 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.families.base import Problem
 from autotune.families.image import (
-    BORDERS,
     FLOAT32_EPS,
-    PIXEL_TYPES,
     ValidImage,
+    check_pixels,
     pad_for_border,
     rounding_error,
     saturated,
@@ -63,11 +62,7 @@ class Conv2DProblem(ValidImage, Problem):
     anchor_y: int = -1  # the row of taps over the output pixel; -1: as `anchor` says (centre for -1)
 
     def __post_init__(self) -> None:
-        for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype)):
-            if value not in PIXEL_TYPES:
-                raise UsageError(f"{name} must be one of {', '.join(PIXEL_TYPES)}, got {value!r}")
-        if self.border not in BORDERS:
-            raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {self.border!r}")
+        check_pixels(self.dtype, self.out_dtype, self.border)
         if type(self.channels) is not int or not 1 <= self.channels <= MAX_CHANNELS:
             raise UsageError(f"channels must be from 1 to {MAX_CHANNELS}, got {self.channels!r}")
         if type(self.frames) is not int or self.frames < 1:
@@ -167,13 +162,7 @@ class Conv2DProblem(ValidImage, Problem):
         [-1, 1); integer pixels span their type, and for integer output the filter
         sums to 1 (most outputs in range, some saturating at either end)."""
         rng = np.random.default_rng(self.seed)
-        shape = self._shape(self.in_height, self.in_width)
-        kind = np.dtype(self.dtype)
-        if kind.kind in "iu":
-            info = np.iinfo(kind)
-            image = rng.integers(info.min, info.max, shape, endpoint=True).astype(kind)
-        else:
-            image = rng.uniform(-1, 1, shape).astype(np.float32).astype(kind)
+        image = seeded_image(rng, self.dtype, self._shape(self.in_height, self.in_width))
         filt = rng.uniform(-1, 1, self.filter_shape).astype(np.float32)
         if self.output_dtype.kind in "iu":
             filt = rng.uniform(-0.25, 1, filt.shape)
@@ -208,6 +197,15 @@ class Conv2DProblem(ValidImage, Problem):
     def tolerance(self) -> float:
         image, filt = self.data()
         return tolerance(image, filt) + rounding_error(self.reference(), self.out_dtype)
+
+
+def seeded_image(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Pixels of `dtype`: integers spanning their type, floats uniform in [-1, 1)."""
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        info = np.iinfo(kind)
+        return rng.integers(info.min, info.max, shape, endpoint=True).astype(kind)
+    return rng.uniform(-1, 1, shape).astype(np.float32).astype(kind)
 
 
 @functools.lru_cache(maxsize=32)

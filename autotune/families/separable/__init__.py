@@ -24,7 +24,9 @@ from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_
 from autotune.families.separable.terms import separable_terms
 from autotune.space import Config
 
-# What exported kernels look like to a host program.
+# What exported kernels look like to a host program; input and output are of the
+# manifest's `dtype` and `out_dtype` (OpenCL uchar, ushort, short, half or float), and
+# 'same' kernels take `border_value` last.
 ABI = (
     "__global const float *input",
     "TAP_SPACE const float *row_taps",
@@ -43,19 +45,38 @@ class Separable(KernelFamily):
     space_file: ClassVar[str] = SPACE_FILE
     template: ClassVar[str] = TEMPLATE_FILE
     problem_type: ClassVar[type[Problem]] = SeparableProblem
-    description: ClassVar[str] = "2D 'valid' correlation, float32, rank-r F x F filter as r separable terms"
+    description: ClassVar[str] = "2D correlation with a rank-r F x F filter as r separable terms"
 
     one_input_kernel: ClassVar[str] = "has the taps compiled in"
     any_input_kernel: ClassVar[str] = "reads its tap arguments"
     values_option: ClassVar[str] = "--filter FILE.npy"
     values_needed: ClassVar[str] = "tap_space=literal compiles the taps into the kernel; give the filter"
 
-    def kind(self, filter_width: int, rank: int = 1, dtype: str = "float32") -> dict[str, Any]:
-        """The problem kind of a filter width and rank (its key without the output size)."""
-        return {"filter_width": filter_width, "rank": rank, "dtype": dtype}
+    def kind(
+        self,
+        filter_width: int,
+        rank: int = 1,
+        dtype: str = "float32",
+        out_dtype: str = "float32",
+        border: str = "none",
+    ) -> dict[str, Any]:
+        """The problem kind of a filter width, rank, pixel types and border (its key
+        without the output size)."""
+        problem = SeparableProblem(filter_width, rank, 1, 1, dtype, out_dtype=out_dtype, border=border)
+        return problem.kind()
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
-        return f"F={kind['filter_width']},rank={kind['rank']}"
+        """`F=5,rank=1`, or with other pixels, a border or an anchor
+        `F=5,rank=1 uint8->uint8 mirror anchor=1`."""
+        words = [f"F={kind['filter_width']},rank={kind['rank']}"]
+        dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
+        if (dtype, out_dtype) != ("float32", "float32"):
+            words.append(f"{dtype}->{out_dtype}")
+        if kind.get("border", "none") != "none":
+            words.append(kind["border"])
+        if kind.get("anchor", -1) != -1:
+            words.append(f"anchor={kind['anchor']}")
+        return " ".join(words)
 
     def kinds(
         self,
@@ -63,16 +84,19 @@ class Separable(KernelFamily):
         ranks: Sequence[int] | None = None,
         pixels: Mapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Every width at every rank (rank 1 when none is given)."""
-        if pixels:
+        """Every width at every rank (rank 1 when none is given), of the pixels and border
+        given (channels and batches are the direct family's)."""
+        pixels = dict(pixels or {})
+        if set(pixels) - {"dtype", "out_dtype", "border"}:
             raise UsageError(
-                "--dtype, --out-dtype and --border are for the conv2d family: separable kernels read and "
-                "write float32 in 'valid' mode (convolve() converts and pads for them on the host)"
+                "--channels and --frames are for the conv2d family: separable kernels filter one image"
             )
         if any(isinstance(w, tuple) for w in filter_widths):
             raise UsageError("the separable family tunes square filters: give widths F, not ROWSxF sizes")
         return [
-            self.kind(check_filter_width(w), check_rank(r)) for w in filter_widths for r in (ranks or [1])
+            self.kind(check_filter_width(w), check_rank(r), **pixels)  # type: ignore[arg-type]
+            for w in filter_widths
+            for r in (ranks or [1])
         ]
 
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
@@ -99,6 +123,23 @@ class Separable(KernelFamily):
     def warm_start_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float:
         return abs(kind["filter_width"] - other["filter_width"]) + 8 * abs(kind["rank"] - other["rank"])
 
+    def related_kind_distance(self, kind: Mapping[str, Any], other: Mapping[str, Any]) -> float | None:
+        """Kernels tuned for the same width and rank with other pixel types or border:
+        the fewer of those that differ, the nearer."""
+        mine, theirs = (SeparableProblem(**{**k, "out_width": 1, "out_height": 1}) for k in (kind, other))
+        if (mine.filter_width, mine.rank) != (theirs.filter_width, theirs.rank):
+            return None
+        return sum(getattr(mine, f) != getattr(theirs, f) for f in ("dtype", "out_dtype", "border", "anchor"))
+
+    def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:
+        """A 'same' problem borrowing a 'valid' kernel stages its input tile (the border
+        is read while staging)."""
+        assert isinstance(problem, SeparableProblem)
+        if not problem.same or config.get("cache_input"):
+            return config
+        staged = {**config, "cache_input": True}
+        return config if self.violations(staged, problem, device) else staged
+
     def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
         return {"filter_width": key["filter_width"], "rank": key["rank"]}
 
@@ -108,13 +149,26 @@ class Separable(KernelFamily):
         assert isinstance(problem, SeparableProblem)
         if values is None and literal_taps(config):
             values = problem.taps()
-        return generate(config, problem.filter_width, problem.rank, self.space, values)
+        return generate(
+            config,
+            problem.filter_width,
+            problem.rank,
+            self.space,
+            values,
+            dtype=problem.dtype,
+            out_dtype=problem.out_dtype,
+            border=problem.border,
+            anchor=problem.anchor_tap,
+        )
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
         assert isinstance(problem, SeparableProblem)
         sizes = (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
         taps = (buffers["row_taps"], buffers["column_taps"])
-        return (buffers["input"], *taps, buffers["output"], *(np.int32(n) for n in sizes))
+        arguments = (buffers["input"], *taps, buffers["output"], *(np.int32(n) for n in sizes))
+        if problem.same:
+            return (*arguments, np.float32(buffers.get("border_value", 0.0)))
+        return arguments
 
     def serves_any_data(self, config: Config) -> bool:
         return not literal_taps(config)
@@ -126,23 +180,40 @@ class Separable(KernelFamily):
         return twin
 
     def fallback(self, problem: Problem, device: object) -> Config:
-        """The space's fallback, its work-group halved until the device accepts it."""
+        """The space's fallback (staging its input tile for 'same' output), its work-group
+        halved until the device accepts it."""
         config = super().fallback(problem, device)
+        if getattr(problem, "same", False):
+            config["cache_input"] = True
         return shrink_work_group(config, lambda c: bool(self.violations(c, problem, device)))
 
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
+        key = variant.render_key
+        border = key.get("border", "none")
         return {
-            "filter_width": variant.render_key["filter_width"],
-            "rank": variant.render_key["rank"],
+            "filter_width": key["filter_width"],
+            "rank": key["rank"],
+            "dtype": key.get("dtype", "float32"),
+            "out_dtype": key.get("out_dtype", "float32"),
+            # none: 'valid' output; else 'same' output (in_width, in_height = out_width,
+            # out_height), the image read past its edge this way
+            "border": border,
+            # 'same' output: the filter tap over each output pixel, in x and y
+            **({"anchor": key["anchor"]} if border != "none" else {}),
             # True: the taps are in the source and the tap arguments are ignored.
             "taps_compiled_in": literal_taps(variant.config),
-            "arguments": list(ABI),
+            "arguments": list(ABI) + (["const float border_value"] if border != "none" else []),
             "launch": LAUNCH,
         }
 
     def export_stem(self, variant: KernelVariant) -> str:
         key = variant.render_key
-        return f"separable_f{key['filter_width']}_r{key['rank']}"
+        stem = f"separable_f{key['filter_width']}_r{key['rank']}"
+        if "border" not in key:
+            return stem
+        stem += f"_{key['dtype']}_{key['out_dtype']}_{key['border']}"
+        anchor = key.get("anchor", key["filter_width"] // 2)
+        return stem if anchor == key["filter_width"] // 2 else f"{stem}_anchor{anchor}"
 
 
 SEPARABLE = Separable()

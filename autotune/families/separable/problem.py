@@ -1,4 +1,5 @@
-"""The separable problem: a rank-r F x F filter given as r (column, row) tap pairs."""
+"""The separable problem: a rank-r F x F filter given as r (column, row) tap pairs,
+on pixels of a type (read and written by the kernel) with 'valid' or 'same' output."""
 
 from __future__ import annotations
 
@@ -8,20 +9,31 @@ from typing import ClassVar
 
 import numpy as np
 
+from autotune.errors import UsageError
 from autotune.families.base import Problem
-from autotune.families.conv2d.problem import correlate_valid
-from autotune.families.image import FLOAT32_EPS, ValidImage
+from autotune.families.conv2d.problem import correlate_valid, seeded_image
+from autotune.families.image import (
+    FLOAT32_EPS,
+    ValidImage,
+    check_pixels,
+    pad_for_border,
+    rounding_error,
+    saturated,
+)
 
 MAX_RANK = 8
 
 
 @dataclass(frozen=True)
 class SeparableProblem(ValidImage, Problem):
-    """'valid' correlation of an (out + F - 1)-sized float32 image with the filter
-    sum_k outer(column_taps[k], row_taps[k])."""
+    """Correlation of an image of pixel type `dtype` with the filter
+    sum_k outer(column_taps[k], row_taps[k]), into `out_dtype` pixels: 'valid' (border
+    `none`: the input is the output grown by F - 1) or 'same' with a border (input and
+    output of one size, the filter's tap `anchor` over each output, -1: F // 2)."""
 
     family: ClassVar[str] = "separable"
     size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
+    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor")
 
     filter_width: int
     rank: int
@@ -29,6 +41,42 @@ class SeparableProblem(ValidImage, Problem):
     out_height: int
     dtype: str = "float32"
     seed: int = 0
+    out_dtype: str = "float32"
+    border: str = "none"
+    anchor: int = -1
+
+    def __post_init__(self) -> None:
+        check_pixels(self.dtype, self.out_dtype, self.border)
+        if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
+            raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
+        if self.anchor == self.filter_width // 2:  # the centre has one name: one problem, one key
+            object.__setattr__(self, "anchor", -1)
+
+    @property
+    def same(self) -> bool:
+        return self.border != "none"
+
+    @property
+    def in_width(self) -> int:
+        return self.out_width if self.same else self.out_width + self.filter_width - 1
+
+    @property
+    def in_height(self) -> int:
+        return self.out_height if self.same else self.out_height + self.filter_width - 1
+
+    @property
+    def anchor_tap(self) -> int:
+        """The filter tap over the output pixel in 'same' output, in x and y."""
+        return self.filter_width // 2 if self.anchor == -1 else self.anchor
+
+    @property
+    def output_dtype(self) -> np.dtype:
+        return np.dtype(self.out_dtype)
+
+    @property
+    def min_bytes(self) -> int:
+        pixels_in, pixels_out = self.in_width * self.in_height, self.out_width * self.out_height
+        return np.dtype(self.dtype).itemsize * pixels_in + self.output_dtype.itemsize * pixels_out
 
     @property
     def flops(self) -> int:
@@ -37,10 +85,17 @@ class SeparableProblem(ValidImage, Problem):
         return 2 * 2 * self.rank * self.filter_width * self.out_width * self.out_height
 
     def data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Seeded image and taps (rank x F each), uniform in [-1, 1)."""
+        """Seeded image and taps (rank x F each). Float pixels and taps are uniform in
+        [-1, 1); integer pixels span their type, and for integer output every term's
+        taps are positive and the filter sums to 1 (outputs in range)."""
         rng = np.random.default_rng(self.seed)
-        image = rng.uniform(-1, 1, (self.in_height, self.in_width)).astype(np.float32)
+        image = seeded_image(rng, self.dtype, (self.in_height, self.in_width))
         shape = (self.rank, self.filter_width)
+        if self.output_dtype.kind in "iu":
+            rows, columns = rng.uniform(0.25, 1, shape), rng.uniform(0.25, 1, shape)
+            rows /= rows.sum(axis=1, keepdims=True)
+            columns /= columns.sum(axis=1, keepdims=True) * self.rank
+            return image, rows.astype(np.float32), columns.astype(np.float32)
         row_taps = rng.uniform(-1, 1, shape).astype(np.float32)
         return image, row_taps, rng.uniform(-1, 1, shape).astype(np.float32)
 
@@ -54,11 +109,17 @@ class SeparableProblem(ValidImage, Problem):
 
     def reference(self) -> np.ndarray:
         image, row_taps, column_taps = self.data()
-        return correlate_valid(image, full_filter(row_taps, column_taps))
+        plane = image.astype(np.float64)
+        if self.same:
+            before = self.anchor_tap
+            after = self.filter_width - 1 - before
+            plane = pad_for_border(plane, (before, before), (after, after), self.border)
+        return saturated(correlate_valid(plane, full_filter(row_taps, column_taps)), self.out_dtype)
 
     def tolerance(self) -> float:
         image, row_taps, column_taps = self.data()
-        return tolerance(image, row_taps, column_taps)
+        rounding = rounding_error(self.reference(), self.out_dtype)
+        return tolerance(image.astype(np.float64), row_taps, column_taps) + rounding
 
 
 @functools.lru_cache(maxsize=32)

@@ -12,6 +12,7 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.families.base import KernelVariant
 from autotune.families.conv2d.render import check_filter_width
+from autotune.families.image import PIXEL_TYPES
 from autotune.families.rendering import float_literal, load_template
 from autotune.families.separable.problem import MAX_RANK
 from autotune.space import Config, SearchSpace
@@ -46,15 +47,22 @@ def generate(
     rank: int,
     space: SearchSpace | None = None,
     taps: tuple[Any, Any] | None = None,
+    *,
+    dtype: str = "float32",
+    out_dtype: str = "float32",
+    border: str = "none",
+    anchor: int = 0,
 ) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist.
 
     `taps` (row_taps, column_taps), each rank x F, are what a `tap_space=literal` kernel
-    is compiled for; other kernels read the tap arguments and ignore them."""
+    is compiled for; other kernels read the tap arguments and ignore them. `dtype` /
+    `out_dtype`: the pixel types read and written; `border`: `none` ('valid') or the
+    'same' border, with the filter tap `anchor` over each output pixel."""
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width, rank = check_filter_width(filter_width), check_rank(rank)
     config = space.complete(config)
-    reasons = space.violations(config, {"filter_width": filter_width, "rank": rank})
+    reasons = space.violations(config, {"filter_width": filter_width, "rank": rank, "border": border})
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
     literal = literal_taps(config)
@@ -69,7 +77,16 @@ def generate(
         tap_type="__constant float" if config["tap_space"] == "constant" else "__global const float",
         row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
         column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,
+        pixel_type=PIXEL_TYPES[dtype],
+        out_type=PIXEL_TYPES[out_dtype],
+        border=border,
+        anchor=anchor if border != "none" else 0,
     )
+    render_key: dict[str, Any] = {"filter_width": filter_width, "rank": rank}
+    if (dtype, out_dtype, border) != ("float32", "float32", "none"):
+        render_key.update(dtype=dtype, out_dtype=out_dtype, border=border)
+    if border != "none":
+        render_key["anchor"] = anchor
     return KernelVariant(
         source=source,
         kernel_name=KERNEL_NAME,
@@ -78,5 +95,5 @@ def generate(
         build_options=(),
         config=dict(config),
         family="separable",
-        render_key={"filter_width": filter_width, "rank": rank},
+        render_key=render_key,
     )

@@ -1,0 +1,172 @@
+"""The separable family on real images: pixel types read and written by the kernel,
+'same' output with every border (read while the input tile is staged), anchors.
+
+Kernels are verified by the measuring worker on a seeded sample; `convolve()` with the
+separable form is compared with cv2.filter2D and scipy.ndimage, on host and device
+arrays; the CLI tunes and exports such kinds.
+"""
+
+import json
+import random
+
+import cv2
+import numpy as np
+import pyopencl.array as cl_array
+import pytest
+import scipy.ndimage as ndi
+
+import autotune
+from autotune.evaluate import Evaluator
+from autotune.families.image import CV2_BORDERS
+from autotune.families.separable import SEPARABLE, SeparableProblem
+from tests.conftest import FAST, cli_json, run_cli
+from tests.test_pixels import NO_DB
+
+SAMPLE = random.Random(41)
+CASES = [
+    (
+        SAMPLE.choice(["uint8", "uint16", "int16", "float16", "float32"]),
+        SAMPLE.choice([False, True]),
+        SAMPLE.choice(["none", "constant", "replicate", "reflect", "mirror", "wrap"]),
+        SAMPLE.choice([1, 2, 3, 4, 5, 8, 9]),
+        SAMPLE.choice([1, 2, 3]),
+        SAMPLE.choice([(1, 1), (5, 3), (13, 7), (37, 19)]),
+        seed,
+    )
+    for seed in range(24)
+]
+
+
+@pytest.fixture(scope="module")
+def separable_evaluator():
+    with Evaluator(0, SEPARABLE, policy=FAST, timeout_s=60) as evaluator:
+        yield evaluator
+
+
+def _config(rng: random.Random, problem: SeparableProblem) -> dict:
+    while True:
+        config = {name: rng.choice(knob.values) for name, knob in SEPARABLE.space.knobs.items()}
+        config["local_x"], config["local_y"] = min(config["local_x"], 16), min(config["local_y"], 16)
+        if not SEPARABLE.violations(config, problem):
+            return config
+
+
+@pytest.mark.parametrize("dtype,same_out,border,width,rank,size,seed", CASES)
+def test_random_separable_kernels_of_any_pixels_verify(
+    separable_evaluator, dtype, same_out, border, width, rank, size, seed
+):
+    rng = random.Random(seed)
+    anchor = rng.randrange(width) if border != "none" else -1
+    out_dtype = dtype if same_out else "float32"
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=seed, out_dtype=out_dtype, border=border, anchor=anchor
+    )
+    config = _config(rng, problem)
+    result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
+def test_a_wrong_border_is_caught(separable_evaluator):
+    problem = SeparableProblem(5, 1, 17, 11, "uint8", out_dtype="uint8", border="mirror")
+    variant = SEPARABLE.render({"cache_input": True, "local_x": 8, "local_y": 4}, problem)
+    assert separable_evaluator.measure(variant, problem).status.value == "ok"
+    broken = variant.source.replace("period - i;", "period - 1 - i;", 1)  # mirror read as reflect
+    assert broken != variant.source
+    wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
+
+
+@pytest.mark.parametrize("border", ["constant", "replicate", "reflect", "mirror", "wrap"])
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "float32"])
+def test_separable_convolve_equals_cv2(border, dtype):
+    rng = np.random.default_rng(len(border))
+    info = np.iinfo(dtype) if dtype != "float32" else None
+    image = (
+        rng.integers(0, info.max, (29, 41), endpoint=True).astype(dtype)
+        if info
+        else rng.uniform(-1, 1, (29, 41)).astype(dtype)
+    )
+    taps = cv2.getGaussianKernel(7, -1)
+    filt = (taps @ taps.T).astype(np.float32)
+    same_type = dtype != "float32"
+    options = {
+        "mode": "same",
+        "border": border,
+        "out_dtype": "same" if same_type else np.float32,
+        "db": NO_DB,
+    }
+    got = autotune.convolve(image, filt, algorithm="separable", **options)
+    code = {name: value for value, name in CV2_BORDERS.items()}[border]
+    padded = cv2.copyMakeBorder(image, 3, 3, 3, 3, code, value=0)
+    expected = cv2.filter2D(padded, -1 if same_type else cv2.CV_32F, filt)[3:-3, 3:-3]
+    if same_type:
+        assert np.abs(got.astype(np.int64) - expected.astype(np.int64)).max() <= 1
+    else:
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    convolver = autotune.Convolver(image.shape, filt, dtype=image.dtype, algorithm="separable", **options)
+    assert convolver.plan.algorithm == "separable"
+    if same_type:
+        on_device = convolver(cl_array.to_device(convolver.queue, image)).get()
+        np.testing.assert_array_equal(
+            on_device, autotune.convolve(image, filt, algorithm="separable", **options)
+        )
+
+
+def test_separable_convolve_flips_even_filters_as_scipy():
+    rng = np.random.default_rng(12)
+    image = rng.uniform(-1, 1, (23, 18)).astype(np.float32)
+    filt = np.outer(rng.uniform(0, 1, 6), rng.uniform(0, 1, 6)).astype(np.float32)
+    for mode in ("reflect", "mirror", "nearest", "wrap"):
+        got = autotune.convolve(
+            image, filt, mode="same", border=mode, flip=True, algorithm="separable", db=NO_DB
+        )
+        expected = ndi.convolve(image.astype(np.float64), filt.astype(np.float64), mode=mode)
+        np.testing.assert_allclose(got, expected, atol=2e-5)
+    with pytest.raises(ValueError, match="one tap in x and y"):
+        autotune.convolve(image, filt, mode="same", anchor=(1, 2), algorithm="separable", db=NO_DB)
+
+
+def test_cli_tunes_and_exports_separable_kinds_of_real_images(tmp_path):
+    db = f"sqlite:///{tmp_path / 'sep.db'}"
+    pixels = ("--dtype", "uint8", "--out-dtype", "same", "--border", "mirror")
+    search = run_cli(
+        "search",
+        "--family",
+        "separable",
+        "-d",
+        "0",
+        "-f",
+        "5",
+        "-s",
+        "40x24",
+        "--trials",
+        "4",
+        *pixels,
+        "--db",
+        db,
+    )
+    assert search.returncode == 0, search.stderr
+    (record,) = cli_json("best", "--family", "separable", "--db", db)["kernels"]
+    assert record["problem"] == "F=5,rank=1 uint8->uint8 mirror" and record["config"]["cache_input"] is True
+    export = run_cli("export", "--family", "separable", "-d", "0", "--db", db, "--out", str(tmp_path / "out"))
+    assert export.returncode == 0, export.stderr
+    manifest = json.loads((tmp_path / "out" / "separable_f5_r1_uint8_uint8_mirror.json").read_text())
+    assert (manifest["dtype"], manifest["border"], manifest["arguments"][-1]) == (
+        "uint8",
+        "mirror",
+        "const float border_value",
+    )
+    # the tuned kernel is what convolve() runs for such an image when it was measured faster here
+    image = np.random.default_rng(3).integers(0, 256, (24, 40), dtype=np.uint8)
+    taps = cv2.getGaussianKernel(5, -1)
+    plan = autotune.plan(
+        image.shape,
+        5,
+        filter=(taps @ taps.T),
+        mode="same",
+        border="mirror",
+        dtype=np.uint8,
+        out_dtype="same",
+        db=db,
+    )
+    assert plan.compared["separable"] is not None, plan.reason

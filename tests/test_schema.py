@@ -185,7 +185,8 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
                 # the header has a device table now: the same kernels, as device 0's entries
                 old_entries = header_entries(today_source(old_file.read_text()))
                 new_entries = header_entries(new_file.read_text())
-                assert [e for e in new_entries if e.startswith("0,\n")] == ["0,\n    " + e for e in old_entries]
+                device_0 = [e for e in new_entries if e.startswith("0,\n")]
+                assert device_0 == ["0,\n    " + e for e in old_entries]
             else:
                 assert new_file.read_text() == today_source(old_file.read_text()), old_file.name
     expected_notes = [

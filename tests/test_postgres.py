@@ -209,3 +209,31 @@ def test_database_lost_mid_search_is_one_line_exit_1_without_the_password(databa
     lines = [line for line in err.splitlines() if line.startswith("autotune:")]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert ":autotune@" not in err and ":***@" in lines[0], err
+
+
+def test_two_searches_at_once_on_a_fresh_database_each_an_optuna_study(database):
+    """Two searches (F = 3 and F = 4) start together on a new PostgreSQL database: both
+    create what they need (our schema, Optuna's tables) and finish; `optuna studies`
+    lists each width's study with every point measured."""
+    from tests.test_studies import MEASURED, check_studies
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    searches = [
+        subprocess.Popen(
+            [sys.executable, "-m", "autotune", "search", "-d", "0", "-s", "40x24", "-f", width]
+            + ["--trials", "6", "--sampler", "random", "--db", database],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for width in ("3", "4")
+    ]
+    for search in searches:
+        _, err = search.communicate(timeout=300)
+        assert search.returncode == 0, err
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        rows = [tuple(r) for r in connection.execute(sa.text(MEASURED))]
+    engine.dispose()
+    check_studies(database, rows, (3, 4))

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +31,10 @@ from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
 from autotune.search import DEFAULT_SAMPLER, Search, SearchOptions
 from autotune.space import Config
 from autotune.store import Store, config_key, lease_owner, now
+from autotune.tune.control import LEASE_STALE_S, Heartbeat, StopFlag
 from autotune.tune.ledger import Ledger
 from autotune.tune.retime import cross_check, retime
+from autotune.tune.studies import StudyMirror, open_storage
 from autotune.tune.summary import ProblemResult, summarise
 
 WARM_START = 8  # warm start: up to this many distinct best configs of other problems, nearest first
@@ -44,65 +44,6 @@ WARM_START = 8  # warm start: up to this many distinct best configs of other pro
 class Budget:
     trials: int | None = 60  # per problem, counting measured and cached points
     time_s: float | None = None  # for the whole search, shared among problems
-
-
-class StopFlag:
-    """Ctrl-C (or SIGTERM) once: finish the current trial, then stop, the run marked
-    interrupted. Twice: stop now."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    @contextmanager
-    def installed(self) -> Iterator[StopFlag]:
-        def handler(signum: int, frame: Any) -> None:
-            if self.requested:
-                raise KeyboardInterrupt
-            self.requested = True
-
-        try:
-            previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:  # not the main thread: no signal handling
-            yield self
-            return
-        try:
-            yield self
-        finally:
-            for number, earlier in previous.items():
-                signal.signal(number, earlier)
-
-
-# A run is measured by one process: it renews its lease every HEARTBEAT_S; another
-# process takes the run over once the lease is LEASE_STALE_S old (at once when the
-# holder was a process of this host that is gone).
-HEARTBEAT_S = 10.0
-LEASE_STALE_S = 120.0
-
-
-class _Heartbeat:
-    """Renews a run's lease from a thread while the search runs (a kernel that takes
-    minutes must not let the lease lapse); `on_lost` is called once if another process
-    has taken the run over meanwhile."""
-
-    def __init__(self, store: Store, run_id: int, owner: str, on_lost: Callable[[], None]) -> None:
-        self.store, self.run_id, self.owner, self.on_lost = store, run_id, owner, on_lost
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="run-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._done.wait(HEARTBEAT_S):
-            with contextlib.suppress(AutotuneError):
-                if not self.store.heartbeat(self.run_id, self.owner):
-                    self.on_lost()
-                    return
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
 
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -140,10 +81,12 @@ class Tuner:
         evaluator: Any = None,
         warm_start: int = WARM_START,
         search_options: SearchOptions | None = None,
+        studies: bool = True,
     ) -> None:
         """`evaluator`: what measures (default: an Evaluator on the device, in a worker
         process); anything with `device`, `evaluate` and `measure` will do.
-        `search_options`: the `gp` sampler's settings (default: `SearchOptions()`)."""
+        `search_options`: the `gp` sampler's settings (default: `SearchOptions()`).
+        `studies`: keep each problem's trials as an Optuna study in the database too."""
         self.store = store
         self.device_index = device_index
         self.device = device
@@ -169,6 +112,9 @@ class Tuner:
         self.owner = lease_owner()
         self.lease_lost = False
         self.search_options = search_options
+        self.studies = studies
+        self._storage: Any = None  # Optuna's RDB storage, once the run is open
+        self._mirrors: dict[int, StudyMirror] = {}  # problem id -> its study
 
     # -- the run ----------------------------------------------------------------
 
@@ -230,6 +176,8 @@ class Tuner:
         if not self._start():
             return [self.summary(problem) for problem in self.problems]
         assert self.run_id is not None
+        if self.studies:
+            self._storage = open_storage(self.store)
         results: list[ProblemResult] = []
         deadline = time.monotonic() + self.budget.time_s if self.budget.time_s else None
         try:
@@ -238,7 +186,7 @@ class Tuner:
                 compilers = 0 if self.device.is_cpu or self.evaluator is not None else default_compilers()
             measuring = self.evaluator or Evaluator(self.device_index, self.family, policy=self.policy)
             with (
-                _Heartbeat(self.store, self.run_id, self.owner, self._lost_lease),
+                Heartbeat(self.store, self.run_id, self.owner, self._lost_lease),
                 self.stop.installed(),
                 measuring as evaluator,
                 CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,
@@ -274,7 +222,14 @@ class Tuner:
     def _ledger(self, problem: Problem) -> Ledger:
         assert self.device_id is not None and self.run_id is not None
         problem_id = self.store.problem_id(self.family.name, problem.key())
-        return Ledger(self.store, self.family, problem, self.device_id, problem_id, self.run_id)
+        ledger = Ledger(self.store, self.family, problem, self.device_id, problem_id, self.run_id)
+        if self._storage is not None:
+            if problem_id not in self._mirrors:
+                self._mirrors[problem_id] = StudyMirror(
+                    self.store, self._storage, self.family, problem, self.device, ledger.trials
+                )
+            ledger.on_record = self._mirrors[problem_id].add
+        return ledger
 
     def _label(self, problem: Problem) -> str:
         return self.family.describe_kind(problem.kind())

@@ -1,0 +1,127 @@
+"""Each (device, problem) searched is also an Optuna study in the same database:
+Optuna's RDB storage, its tables (`studies`, `trials`, ...) beside ours. Every point
+measured becomes a trial of the study with the knobs' real values as its parameters,
+the median time in ms as its value (failures: state FAIL) and the status, kernel
+fingerprint, origin, run and our trial id as attributes, so `optuna studies --storage
+URL`, `optuna-dashboard URL` and Optuna's parameter importances read our searches.
+
+The study mirrors what our tables hold (they stay the record): opening it adds the
+trials it lacks (older runs, another process's), so it never holds one twice. Cached
+answers, re-timings and points rejected before compiling are not measurements of a
+point and are left out."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import optuna
+from sqlalchemy.exc import SQLAlchemyError
+
+from autotune.devices import DeviceInfo
+from autotune.errors import UsageError
+from autotune.families import KernelFamily, Problem
+from autotune.outcomes import Origin, Status
+from autotune.store import Store, Trial
+from autotune.store.engine import failure
+from autotune.store.locks import OPTUNA_TABLES_LOCK, advisory_lock
+
+OPENING_TRIES = 5  # SQLite: processes creating Optuna's tables at once may collide; try again
+
+
+def study_name(family: KernelFamily, problem: Problem, device: DeviceInfo) -> str:
+    """One study per (device, problem): what `optuna studies` lists."""
+    size = "x".join(str(n) for n in problem.size)
+    label = family.describe_kind(problem.kind())
+    return f"autotune {family.name} {label} {size} on {device.name} [{device.driver_version}]"
+
+
+def open_storage(store: Store) -> optuna.storages.RDBStorage:
+    """Optuna's storage in the store's database, its tables made if need be (one
+    process at a time: PostgreSQL's advisory lock; SQLite: tries again)."""
+    options: dict[str, Any] = {}
+    if store.engine.dialect.name == "sqlite":
+        options["connect_args"] = {"timeout": 60}
+    for attempt in range(OPENING_TRIES):
+        try:
+            with advisory_lock(store.engine, OPTUNA_TABLES_LOCK):
+                return optuna.storages.RDBStorage(store.url, engine_kwargs=options)
+        except SQLAlchemyError as exc:
+            if attempt == OPENING_TRIES - 1:
+                raise failure(store.url, exc) from None
+            time.sleep(0.2 * (attempt + 1))
+        except RuntimeError as exc:  # Optuna tables of another Optuna version
+            raise UsageError(
+                f"cannot use the Optuna tables in the database: {' '.join(str(exc).split())}"
+            ) from None
+    raise AssertionError("unreachable")
+
+
+def _mirrored(trial: Trial) -> bool:
+    return Origin(trial.origin).first_measurement and trial.status != Status.INVALID
+
+
+class StudyMirror:
+    """The Optuna study of one (device, problem), kept equal to its measured trials."""
+
+    def __init__(
+        self,
+        store: Store,
+        storage: optuna.storages.RDBStorage,
+        family: KernelFamily,
+        problem: Problem,
+        device: DeviceInfo,
+        trials: list[Trial],
+    ) -> None:
+        self.store, self.family = store, family
+        self.distributions = {
+            name: optuna.distributions.CategoricalDistribution(knob.values)
+            for name, knob in family.space.knobs.items()
+        }
+        try:
+            self.study = optuna.create_study(
+                storage=storage,
+                study_name=study_name(family, problem, device),
+                direction="minimize",
+                load_if_exists=True,
+            )
+            if not self.study.user_attrs:
+                self.study.set_user_attr("family", family.name)
+                self.study.set_user_attr("problem", problem.key())
+                self.study.set_user_attr("device", device.fingerprint)
+            known = {t.user_attrs.get("trial_id") for t in self.study.get_trials(deepcopy=False)}
+            for trial in trials:
+                if trial.id not in known:
+                    self.add(trial)
+        except SQLAlchemyError as exc:
+            raise failure(store.url, exc) from None
+
+    def add(self, trial: Trial) -> None:
+        """A trial as the study's, if it measured a point."""
+        config = self.family.read_config(trial.config)
+        if config is None or not _mirrored(trial):
+            return
+        if any(value not in self.distributions[name].choices for name, value in config.items()):
+            return  # a value today's space lacks: in our tables only
+        ok = trial.status == Status.OK and trial.time_ms is not None
+        attributes = {
+            "trial_id": trial.id,
+            "run_id": trial.run_id,
+            "status": trial.status,
+            "origin": trial.origin,
+            "kernel_sha": trial.kernel_sha,
+            "error": (trial.error or "")[:500],
+            "config": json.dumps(config, sort_keys=True),
+        }
+        frozen = optuna.trial.create_trial(
+            params=config,
+            distributions=self.distributions,
+            value=trial.time_ms if ok else None,
+            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
+            user_attrs=attributes,
+        )
+        try:
+            self.study.add_trial(frozen)
+        except SQLAlchemyError as exc:
+            raise failure(self.store.url, exc) from None

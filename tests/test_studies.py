@@ -2,9 +2,12 @@
 lists it, and its trials are the measured points with their real knob values."""
 
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import optuna
@@ -13,6 +16,7 @@ from autotune.families.conv2d import CONV2D
 from tests.conftest import cli_json
 
 OPTUNA = str(Path(sys.executable).parent / "optuna")
+DASHBOARD = str(Path(sys.executable).parent / "optuna-dashboard")
 MEASURED = (
     "SELECT t.id, t.run_id, t.config, t.status, t.time_ms, t.kernel_sha, p.key FROM autotune_trials t "
     "JOIN autotune_problems p ON p.id = t.problem_id "
@@ -68,3 +72,43 @@ def test_each_width_is_an_optuna_study_of_its_measured_points(tmp_path):
         more = connection.execute(MEASURED).fetchall()
     assert len(more) > len(rows)
     check_studies(url, more, (3, 4))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_optuna_dashboard_reads_the_studies_with_their_importances(tmp_path):
+    url = f"sqlite:///{tmp_path / 'tune.db'}"
+    cli_json(
+        "search", "-d", "0", "-s", "40x24", "-f", "3", "--trials", "10", "--sampler", "random", "--db", url
+    )
+    port = _free_port()
+    dashboard = subprocess.Popen(
+        [DASHBOARD, url, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline, studies = time.time() + 60, None
+        while studies is None and time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as response:
+                    studies = json.load(response)["study_summaries"]
+            except OSError:
+                assert dashboard.poll() is None, dashboard.stderr.read() if dashboard.stderr else ""
+                time.sleep(0.3)
+        assert studies is not None and [s["study_name"] for s in studies] == [
+            s["name"] for s in listed_studies(url)
+        ]
+        assert " F=3 " in studies[0]["study_name"]
+        address = f"http://127.0.0.1:{port}/api/studies/{studies[0]['study_id']}/param_importances"
+        with urllib.request.urlopen(address, timeout=60) as response:
+            (importances,) = json.load(response)["param_importances"]
+        assert {i["name"] for i in importances} <= set(CONV2D.space.knobs) and importances
+    finally:
+        dashboard.terminate()
+        dashboard.communicate(timeout=30)

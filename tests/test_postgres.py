@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from autotune.store import SCHEMA_HEAD, Store
 from tests.conftest import ROOT, cli_json, run_cli
+from tests.test_studies import listed_studies
 
 SERVER = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://autotune:autotune@localhost/autotune")
 SECOND = Path(__file__).parent / "fixtures" / "schema_0002.db"
@@ -237,3 +238,101 @@ def test_two_searches_at_once_on_a_fresh_database_each_an_optuna_study(database)
         rows = [tuple(r) for r in connection.execute(sa.text(MEASURED))]
     engine.dispose()
     check_studies(database, rows, (3, 4))
+
+
+WORKER = """
+import sys
+from autotune.devices import device_info
+from autotune.families.landscape import LandscapeEvaluator, LandscapeFamily, LandscapeProblem
+from autotune.replay import load
+from autotune.store import Store
+from autotune.tune import Budget, Tuner
+
+url, landscape, trials, shared = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "shared"
+family = LandscapeFamily(load(landscape))
+evaluator = LandscapeEvaluator(family, device_info(0))
+store = Store(url)
+tuner = Tuner(store, 0, evaluator.device, family, [LandscapeProblem("bowl")], sampler="tpe",
+              budget=Budget(trials=trials), evaluator=evaluator, shared=shared)
+(result,) = tuner.run()
+print(result.best_ms, result.trials)
+"""
+
+
+def _workers(url: str, landscape, trials: int, count: int, mode: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", WORKER, url, str(landscape), str(trials), mode]
+    running = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+    running += [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(count - 1)
+    ]
+    outputs = []
+    for process in running:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        outputs.append(out)
+    return outputs
+
+
+def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_path):
+    """Four processes share the search of one (device, problem) of a replayed landscape
+    through its Optuna study: no point measured twice, the budget counts all of them,
+    and the best is the one process's best for the same number of trials."""
+    from autotune.replay import load
+    from tests.test_replay import synthetic
+
+    landscape = synthetic(tmp_path / "bowl.json.gz")
+    optimum = load(landscape).optimum
+    budget = 120
+    _workers(database, landscape, budget, 4, "shared")
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        keys = connection.execute(
+            sa.text(
+                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
+                "AND status != 'invalid' GROUP BY config_key"
+            )
+        ).all()
+        best = connection.execute(sa.text("SELECT time_ms FROM autotune_best")).scalar()
+        runs = connection.execute(sa.text("SELECT COUNT(*) FROM autotune_runs")).scalar()
+    engine.dispose()
+    assert runs == 4 and all(count == 1 for _, count in keys), [k for k in keys if k[1] > 1]
+    assert len(keys) == budget  # claimed under the study's lock: the budget, all workers together
+    (one,) = _workers(f"sqlite:///{tmp_path / 'one.db'}", landscape, budget, 1, "alone")
+    assert best == float(one.split()[0]) == optimum
+
+
+def test_shared_search_from_the_command_line(database, tmp_path):
+    """Two `autotune search --shared` processes on one device of this host: one search,
+    the budget for both together, no point twice; bad combinations are one line, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "autotune", "search", "-d", "0", "-s", "40x24", "-f", "3", "--trials", "12"]
+    workers = [
+        subprocess.Popen(
+            [*argv, "--shared", "--db", database], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        keys = connection.execute(
+            sa.text(
+                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
+                "AND status != 'invalid' GROUP BY config_key"
+            )
+        ).all()
+    engine.dispose()
+    assert len(keys) == 12 and all(count == 1 for _, count in keys), keys
+    (study,) = [s for s in listed_studies(database) if " F=3 " in s["name"]]
+    for args, says in (
+        (["--shared", "--db", f"sqlite:///{tmp_path / 'x.db'}"], "--shared needs a PostgreSQL database"),
+        (["--shared", "--fresh", "--db", database], "--fresh does not go with it"),
+        (["--shared", "--sampler", "gp", "--db", database], "tpe or random, not 'gp'"),
+    ):
+        result = run_cli(*argv[3:], *args)
+        assert result.returncode == 2 and says in _one_line(result), result.stderr
+    assert not (tmp_path / "x.db").exists()

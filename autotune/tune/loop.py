@@ -21,6 +21,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import optuna
+
 from autotune import __version__
 from autotune.compiler import CompilePool, default_compilers
 from autotune.devices import DeviceInfo
@@ -34,6 +36,7 @@ from autotune.store import Store, config_key, lease_owner, now
 from autotune.tune.control import LEASE_STALE_S, Heartbeat, StopFlag
 from autotune.tune.ledger import Ledger
 from autotune.tune.retime import cross_check, retime
+from autotune.tune.shared import SharedSearch, check_shared, shared_sampler
 from autotune.tune.studies import StudyMirror, open_storage
 from autotune.tune.summary import ProblemResult, summarise
 
@@ -82,11 +85,14 @@ class Tuner:
         warm_start: int = WARM_START,
         search_options: SearchOptions | None = None,
         studies: bool = True,
+        shared: bool = False,
     ) -> None:
         """`evaluator`: what measures (default: an Evaluator on the device, in a worker
         process); anything with `device`, `evaluate` and `measure` will do.
         `search_options`: the `gp` sampler's settings (default: `SearchOptions()`).
-        `studies`: keep each problem's trials as an Optuna study in the database too."""
+        `studies`: keep each problem's trials as an Optuna study in the database too.
+        `shared`: search with every other shared worker of the device model, through
+        those studies (`autotune.tune.shared`; the sampler is tpe or random)."""
         self.store = store
         self.device_index = device_index
         self.device = device
@@ -112,7 +118,10 @@ class Tuner:
         self.owner = lease_owner()
         self.lease_lost = False
         self.search_options = search_options
-        self.studies = studies
+        self.studies = studies or shared
+        self.shared = shared
+        if shared:
+            check_shared(sampler, fresh, store.url)
         self._storage: Any = None  # Optuna's RDB storage, once the run is open
         self._mirrors: dict[int, StudyMirror] = {}  # problem id -> its study
 
@@ -144,7 +153,7 @@ class Tuner:
             "time_budget_s": self.budget.time_s,
             "tool_version": __version__,
         }
-        if self.fresh:
+        if self.fresh or self.shared:  # a shared search: a run of this worker's own
             self.run_id = self.store.start_run(
                 owner=self.owner, device_id=self.device_id, key=key, **fields
             ).id
@@ -228,7 +237,8 @@ class Tuner:
                 self._mirrors[problem_id] = StudyMirror(
                     self.store, self._storage, self.family, problem, self.device, ledger.trials
                 )
-            ledger.on_record = self._mirrors[problem_id].add
+            if not self.shared:  # shared: the study's own trial is told what was measured
+                ledger.on_record = self._mirrors[problem_id].add
         return ledger
 
     def _label(self, problem: Problem) -> str:
@@ -243,13 +253,21 @@ class Tuner:
         family, label = self.family, self._label(problem)
         ledger = self._ledger(problem)
         result = ProblemResult(problem, label)
-        search = Search(
-            family.space,
-            self.sampler,
-            self.seed + _seed_offset(problem),
-            valid=lambda c: not family.violations(c, problem, self.device),
-            options=self.search_options,
-        )
+        seed = self.seed + _seed_offset(problem)
+
+        def valid(config: Config) -> bool:
+            return not family.violations(config, problem, self.device)
+
+        if not self.shared:
+            search: Any = Search(family.space, self.sampler, seed, valid=valid, options=self.search_options)
+        else:
+            seed += 7919 * (self.run_id or 0)  # each worker its own
+            study = optuna.load_study(
+                study_name=self._mirrors[ledger.problem_id].study.study_name,
+                storage=self._storage,
+                sampler=shared_sampler(self.sampler, seed),
+            )
+            search = SharedSearch(self.store, study, family.space, valid, self.budget.trials, seed)
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:
                 search.add_history(json.loads(key), trial.time_ms if trial.status == Status.OK else None)
@@ -300,7 +318,7 @@ class Tuner:
                 record = ledger.record(
                     m, item.config, item.key, item.origin, result.trials, variant.fingerprint
                 )
-            search.tell(item.trial, record.time_ms if record.status == Status.OK else None)
+            search.tell(item.trial, record.time_ms if record.status == Status.OK else None, record)
             result.trials += 1
             if record.status != Status.OK:
                 result.failures[record.status] += 1
@@ -319,6 +337,8 @@ class Tuner:
                 item.future.cancel()
 
         result.interrupted = self.stop.requested
+        if self.shared:
+            ledger = self._ledger(problem)  # what every worker measured
         if not self.stop.requested:
             retime(ledger, evaluator, self.retime_top, self.retime_rounds, lambda: self.stop.requested)
         summarise(ledger, result)

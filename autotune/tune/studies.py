@@ -28,6 +28,7 @@ from autotune.store.engine import failure
 from autotune.store.locks import OPTUNA_TABLES_LOCK, advisory_lock
 
 OPENING_TRIES = 5  # SQLite: processes creating Optuna's tables at once may collide; try again
+MAX_SKIPS = 500  # a shared search gives up after this many asks in a row it could not use
 
 
 def study_name(family: KernelFamily, problem: Problem, device: DeviceInfo) -> str:
@@ -58,6 +59,23 @@ def open_storage(store: Store) -> optuna.storages.RDBStorage:
     raise AssertionError("unreachable")
 
 
+def distributions(space: Any) -> dict[str, optuna.distributions.BaseDistribution]:
+    """Each knob as Optuna sees it: a choice among its real values."""
+    return {name: optuna.distributions.CategoricalDistribution(k.values) for name, k in space.knobs.items()}
+
+
+def measured_attributes(trial: Trial) -> dict[str, Any]:
+    """What a study's trial says of our trial row."""
+    return {
+        "trial_id": trial.id,
+        "run_id": trial.run_id,
+        "status": trial.status,
+        "origin": trial.origin,
+        "kernel_sha": trial.kernel_sha,
+        "error": (trial.error or "")[:500],
+    }
+
+
 def _mirrored(trial: Trial) -> bool:
     return Origin(trial.origin).first_measurement and trial.status != Status.INVALID
 
@@ -75,10 +93,7 @@ class StudyMirror:
         trials: list[Trial],
     ) -> None:
         self.store, self.family = store, family
-        self.distributions = {
-            name: optuna.distributions.CategoricalDistribution(knob.values)
-            for name, knob in family.space.knobs.items()
-        }
+        self.distributions = distributions(family.space)
         try:
             self.study = optuna.create_study(
                 storage=storage,
@@ -90,10 +105,16 @@ class StudyMirror:
                 self.study.set_user_attr("family", family.name)
                 self.study.set_user_attr("problem", problem.key())
                 self.study.set_user_attr("device", device.fingerprint)
-            known = {t.user_attrs.get("trial_id") for t in self.study.get_trials(deepcopy=False)}
-            for trial in trials:
-                if trial.id not in known:
-                    self.add(trial)
+            # One process at a time adds what the study lacks (PostgreSQL: an advisory lock).
+            with advisory_lock(store.engine, f"shared study {self.study.study_name}"):
+                held = self.study.get_trials(deepcopy=False)
+                known = {t.user_attrs.get("trial_id") for t in held}
+                claimed = [
+                    t.params for t in held if t.user_attrs.get("claimed") and not t.user_attrs.get("skipped")
+                ]
+                for trial in trials:
+                    if trial.id not in known and self.family.read_config(trial.config) not in claimed:
+                        self.add(trial)
         except SQLAlchemyError as exc:
             raise failure(store.url, exc) from None
 
@@ -105,15 +126,7 @@ class StudyMirror:
         if any(value not in self.distributions[name].choices for name, value in config.items()):
             return  # a value today's space lacks: in our tables only
         ok = trial.status == Status.OK and trial.time_ms is not None
-        attributes = {
-            "trial_id": trial.id,
-            "run_id": trial.run_id,
-            "status": trial.status,
-            "origin": trial.origin,
-            "kernel_sha": trial.kernel_sha,
-            "error": (trial.error or "")[:500],
-            "config": json.dumps(config, sort_keys=True),
-        }
+        attributes = {**measured_attributes(trial), "config": json.dumps(config, sort_keys=True)}
         frozen = optuna.trial.create_trial(
             params=config,
             distributions=self.distributions,

@@ -20,7 +20,6 @@ import numpy as np
 import autotune.runtime as runtime
 from autotune.families import get_family
 from autotune.families.conv2d import CONV2D
-from autotune.families.conv2d.problem import MAX_CHANNELS
 from autotune.families.image import pad_for_border
 from autotune.lookup import Choice
 
@@ -28,8 +27,9 @@ from autotune.lookup import Choice
 class Convolver:
     """Correlate images of one shape with one filter (convolve with `flip=True`), as
     `autotune.convolve` would; `image_shape` is the shape callers pass, (H, W) or
-    (H, W, C), and `dtype` their pixel type. `.queue` and `.context` are the device's:
-    make device arrays with them (`pyopencl.array.to_device(convolver.queue, image)`).
+    (H, W, C), with `batch=True` (N, H, W) or (N, H, W, C), and `dtype` their pixel
+    type. `.queue` and `.context` are the device's: make device arrays with them
+    (`pyopencl.array.to_device(convolver.queue, image)`).
     `.plan` is the kernel chosen."""
 
     def __init__(
@@ -47,28 +47,34 @@ class Convolver:
         flip: bool = False,
         specialise: bool = False,
         algorithm: str = "auto",
+        batch: bool = False,
+        anchor: tuple[int, int] | None = None,
     ) -> None:
         import pyopencl as cl
 
-        shaped = len(image_shape) == 2 or (len(image_shape) == 3 and 1 <= image_shape[2] <= MAX_CHANNELS)
-        if not shaped or not all(type(n) is int and n > 0 for n in image_shape):
-            raise ValueError(f"image_shape must be (H, W) or (H, W, C) of positive ints, got {image_shape!r}")
+        if not isinstance(image_shape, tuple) or not all(type(n) is int and n > 0 for n in image_shape):
+            raise ValueError(f"image_shape must be a tuple of positive ints, got {image_shape!r}")
+        try:
+            frames, size, channels = runtime.layout(image_shape, batch)
+        except ValueError as error:
+            raise ValueError(f"image_shape {image_shape!r}: {error}") from None
         filt = runtime.prepared_filter(filter, mode, flip)
-        self.filter_width = width = filt.shape[0]
+        self.filter_shape = filt.shape
+        self.filter_width = filt.shape[1]
         self.image_shape = tuple(image_shape)
         self.mode = mode
-        channels = image_shape[2] if len(image_shape) == 3 else 1
-        self._pixels = runtime.pixels_of(dtype, out_dtype, mode, border, flip=flip, channels=channels)
+        self._batch = batch
+        self._pixels = runtime.pixels_of(
+            dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
+        )
         self._border_value = border_value
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":
-            runtime.check_image_shape(self.image_shape, width)
-        if (
-            math.prod(self.image_shape) + 2 * width * sum(self.image_shape[:2]) * channels
-            > runtime.MAX_INDEXED
-        ):
+            runtime.check_image_shape(size, filt.shape)
+        frame_values = math.prod(size) * channels
+        if frame_values + 2 * max(filt.shape) * sum(size) * channels > runtime.MAX_INDEXED:
             raise ValueError(
-                f"an image of {math.prod(self.image_shape)} values is more than one kernel can index; "
+                f"an image of {frame_values} values is more than one kernel can index; "
                 "autotune.convolve() runs it in bands"
             )
         device_index = runtime._check_options(device, db)
@@ -76,7 +82,7 @@ class Convolver:
             info, self.context, self.queue = runtime._context(device_index)
             self.plan: Choice
             self.plan, values = runtime._plan(
-                self.image_shape[:2], width, info, db, filt, algorithm, specialise, self._pixels
+                size, filt.shape, info, db, filt, algorithm, specialise, self._pixels
             )
             self._family = get_family(self.plan.problem.family)
             self._variant = runtime._variant(self.plan, self._family, values, info, db, specialise)
@@ -86,7 +92,7 @@ class Convolver:
             )
         # The direct family reads the pixels and the border itself; the separable form is
         # given float32 with the border padded on the host.
-        self._host_padding = runtime.same_padding(width, flip) if self._family is not CONV2D else None
+        self._host_padding = self._pixels.padding(filt.shape) if self._family is not CONV2D else None
         if self._host_padding is not None and self._pixels.border != "none":
             (top, bottom), (left, right) = self._host_padding
             self._input_shape = (image_shape[0] + top + bottom, image_shape[1] + left + right)
@@ -103,9 +109,14 @@ class Convolver:
         }
         if getattr(self.plan.problem, "same", False):
             self._taps["border_value"] = border_value
-        self.output_shape = self.plan.problem.output_shape
-        if len(self.image_shape) == 3 and len(self.output_shape) == 2:  # (H, W, 1)
-            self.output_shape = (*self.output_shape, 1)
+        problem = self.plan.problem
+        # The image's own layout: a batch axis with batch=True, a channel axis if it has one.
+        self.output_shape = (
+            *((frames,) if batch else ()),
+            problem.out_height,
+            problem.out_width,
+            *((channels,) if len(image_shape) == 3 + int(batch) else ()),
+        )
         self.output_dtype = self.plan.problem.output_dtype  # what the kernel writes
         input_bytes = math.prod(self._input_shape) * self._input_dtype.itemsize
         self._input = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
@@ -153,7 +164,7 @@ class Convolver:
 
         if isinstance(image, cl_array.Array):
             return self._on_device(image, out, wait)
-        host = runtime._as_pixels(image)
+        host = runtime._as_pixels(image, self._batch)
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")
         result_dtype = self._pixels.result

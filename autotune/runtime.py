@@ -33,6 +33,7 @@ from autotune.devices import DeviceInfo, open_device
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.conv2d.problem import MAX_CHANNELS
+from autotune.families.conv2d.render import MAX_FILTER_WIDTH
 from autotune.families.image import PIXEL_TYPES, border_name, pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
@@ -144,17 +145,15 @@ def _tuned_rows(db: str | None) -> list[Any]:
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def _as_image(name: str, array: Any, channels: bool = False) -> np.ndarray:
-    """A real 2-D array as float32 (with `channels`, (H, W, C) too), checked."""
+def _as_image(name: str, array: Any, batch: bool | None = None) -> np.ndarray:
+    """A real array as float32, checked: 2-D (a filter), or with `batch` given an image
+    or a batch of them (see `layout`)."""
     array = np.asarray(array)
     if array.dtype.kind in "cOSUVMm" or array.dtype == np.bool_:
         raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    if channels and not (array.ndim == 2 or (array.ndim == 3 and 1 <= array.shape[2] <= MAX_CHANNELS)):
-        raise ValueError(
-            f"{name} must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels, "
-            f"got shape {array.shape}"
-        )
-    if not channels and array.ndim != 2:
+    if batch is not None:
+        layout(array.shape, batch)
+    elif array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
@@ -169,6 +168,27 @@ def _as_image(name: str, array: Any, channels: bool = False) -> np.ndarray:
                 "convolve computes in float32: scale the data first"
             )
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int, int], int]:
+    """(frames, (H, W), channels) of an image, (H, W) or (H, W, C), or with `batch` of a
+    batch of them, (N, H, W) or (N, H, W, C); ValueError for another shape."""
+    shape = tuple(shape)
+    if batch and len(shape) not in (3, 4):
+        raise ValueError(f"a batch must be (N, H, W) or (N, H, W, C), got shape {shape}")
+    frames, image = (shape[0], shape[1:]) if batch else (1, shape)
+    if len(image) == 3 and 1 <= image[2] <= MAX_CHANNELS:
+        return frames, (image[0], image[1]), image[2]
+    if len(image) == 2:
+        return frames, (image[0], image[1]), 1
+    if len(shape) == 4 and not batch:
+        raise ValueError(
+            f"image must be (H, W) or (H, W, C), got shape {shape}: for a batch (N, H, W, C) pass batch=True"
+        )
+    raise ValueError(
+        f"image must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels"
+        f"{' per frame' if batch else ''}, got shape {shape}"
+    )
 
 
 def _check_options(device: Any, db: Any) -> int:
@@ -194,26 +214,53 @@ class Pixels:
 
     flip: bool = False  # a flipped filter: 'same' output anchors it at (F - 1) // 2
     channels: int = 1  # interleaved, each filtered alike
+    frames: int = 1  # a batch of images of one size, in one launch
+    anchor: tuple[int, int] | None = None  # cv2's (x, y) tap over each output; None or -1: the default
 
-    def kind(self, filter_width: int) -> dict[str, Any]:
-        """The direct family's problem fields for a filter of this width."""
+    def padding(self, filter_shape: tuple[int, ...]) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Rows and columns of border before and after the image ('same' output)."""
+        return same_padding(filter_shape, self.flip, self.anchor)
+
+    def kind(self, filter_shape: tuple[int, int]) -> dict[str, Any]:
+        """The direct family's problem fields for a filter of this shape, (rows, width)
+        (one frame: a batch runs the kernel chosen for one)."""
         kind: dict[str, Any] = {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
         kind["channels"] = self.channels
-        before = same_padding(filter_width, self.flip)[0][0]
-        if self.border != "none" and before != filter_width // 2:
-            kind["anchor"] = before
+        kind["filter_height"] = filter_shape[0]  # the problem names a square filter by its width alone
+        if self.border != "none":
+            (kind["anchor_y"], _), (kind["anchor"], _) = self.padding(filter_shape)
         return kind
 
 
 def pixels_of(
-    dtype: Any, out_dtype: Any, mode: str, border: Any, *, flip: bool = False, channels: int = 1
+    dtype: Any,
+    out_dtype: Any,
+    mode: str,
+    border: Any,
+    *,
+    flip: bool = False,
+    channels: int = 1,
+    frames: int = 1,
+    anchor: Any = None,
 ) -> Pixels:
     """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
     `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
     output of the input type (rounded to nearest even and saturated for integer types,
-    as OpenCV's ddepth=-1)."""
+    as OpenCV's ddepth=-1). `anchor`: cv2's (x, y), for mode="same"."""
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
+    if anchor is not None:
+        if mode != "same":
+            raise ValueError(
+                "anchor places the filter over each output of mode='same'; 'valid' output has none"
+            )
+        if not (
+            isinstance(anchor, tuple | list) and len(anchor) == 2 and all(type(a) is int for a in anchor)
+        ):
+            raise TypeError(
+                f"anchor must be (x, y): the filter's column and row over each output, got {anchor!r}"
+            )
+        anchor = (anchor[0], anchor[1])
     dtype = np.dtype(dtype)
     native = dtype.name if dtype.name in PIXEL_TYPES else "float32"  # others convert on the host
     if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
@@ -229,12 +276,12 @@ def pixels_of(
             )
     out = result.name if result.name in PIXEL_TYPES and native == dtype.name else "float32"
     border = "none" if mode == "valid" else border_name(border)
-    return Pixels(native, out, border, result, flip=flip, channels=channels)
+    return Pixels(native, out, border, result, flip=flip, channels=channels, frames=frames, anchor=anchor)
 
 
 def plan(
     image_shape: tuple[int, ...],
-    filter_width: int,
+    filter_size: int | tuple[int, int],
     *,
     device: int = 0,
     db: str | None = None,
@@ -245,25 +292,30 @@ def plan(
     border: Any = "constant",
     dtype: Any = np.float32,
     out_dtype: Any = np.float32,
+    batch: bool = False,
 ) -> Choice:
-    """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C))
-    and dtype.
+    """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C);
+    with `batch`, (N, H, W) or (N, H, W, C)) and dtype, and a filter of `filter_size`:
+    F (F x F) or (rows, F).
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
     device = _check_options(device, db)
     info, _, _ = _context(device)
     taps = None if filter is None else prepared_filter(filter, "valid", False)
-    if taps is not None and taps.shape[0] != filter_width:
-        raise ValueError(f"the filter is {taps.shape[0]}x{taps.shape[0]}, not {filter_width}x{filter_width}")
-    channels = image_shape[2] if len(image_shape) == 3 else 1
-    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels)
-    return _plan(image_shape[:2], filter_width, info, db, taps, algorithm, specialise, pixels)[0]
+    filter_shape = (filter_size, filter_size) if isinstance(filter_size, int) else tuple(filter_size)
+    if len(filter_shape) != 2 or not all(type(n) is int and n > 0 for n in filter_shape):
+        raise ValueError(f"filter_size must be F or (rows, F) of positive ints, got {filter_size!r}")
+    if taps is not None and taps.shape != filter_shape:
+        raise ValueError(f"the filter is {_shape_text(taps.shape)}, not {_shape_text(filter_shape)}")
+    frames, image_size, channels = layout(image_shape, batch)
+    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames)
+    return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]  # type: ignore[arg-type]
 
 
 def _plan(
     image_shape: tuple[int, int],
-    filter_width: int,
+    filter_shape: tuple[int, int],
     info: DeviceInfo,
     db: str | None,
     filt: np.ndarray | None,
@@ -278,11 +330,18 @@ def _plan(
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     out_h, out_w = image_shape[0], image_shape[1]
+    filter_rows, filter_width = filter_shape
     if pixels.border == "none":
-        out_w, out_h = out_w - filter_width + 1, out_h - filter_width + 1
+        out_w, out_h = out_w - filter_width + 1, out_h - filter_rows + 1
     rows = _tuned_rows(db)
-    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_width))
+    direct_problem = Conv2DProblem(filter_width, out_w, out_h, **pixels.kind(filter_shape))
     direct = resolve(rows, CONV2D, direct_problem, info)
+    if pixels.frames > 1:
+        # A batch tuned as one (any frame size) answers; else the kernel chosen for one frame.
+        batch_problem = dataclasses.replace(direct_problem, frames=pixels.frames)
+        batch = resolve(rows, CONV2D, batch_problem, info)
+        tuned = batch.level in ("exact", "nearest_image_size")
+        direct = batch if tuned else dataclasses.replace(direct, problem=batch_problem)
     if algorithm == "direct":
         return dataclasses.replace(direct, reason="the direct form was asked for"), filt
     if filt is None:
@@ -301,10 +360,16 @@ def _plan(
         reason = f"the filter's rank is above {MAX_RANK}: only the direct form runs it"
         return dataclasses.replace(direct, reason=reason), filt
     rank = terms[0].shape[0]
-    if pixels.channels > 1:
+    if pixels.channels > 1 or pixels.frames > 1 or filter_rows != filter_width:
+        many = f"{pixels.channels} channels" if pixels.channels > 1 else f"a batch of {pixels.frames}"
+        if filter_rows != filter_width:
+            many = f"a {_shape_text(filter_shape)} filter"
         if algorithm == "separable":
-            raise ValueError("the separable form filters one channel: use algorithm='direct' or 'auto'")
-        reason = f"{pixels.channels} channels: the separable form filters one"
+            raise ValueError(
+                f"the separable form filters one channel of one image with a square filter, not {many}: "
+                "use algorithm='direct' or 'auto'"
+            )
+        reason = f"{many}: the separable form filters one channel of one image with a square filter"
         return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
@@ -334,39 +399,60 @@ def _plan(
     return dataclasses.replace(separable, reason=reason, compared=times), terms
 
 
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(str(n) for n in shape)
+
+
 def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: A002
-    """The taps a kernel correlates with (flipped for a true convolution), checked."""
+    """The taps a kernel correlates with (flipped for a true convolution), checked:
+    rows x F, any rows and F from 1 to 255."""
     filt = _as_image("filter", filter)
-    if filt.shape[0] != filt.shape[1]:
-        raise ValueError(f"filter must be square, got shape {filt.shape}")
+    if max(filt.shape) > MAX_FILTER_WIDTH:
+        raise ValueError(
+            f"filter {_shape_text(filt.shape)}: each side must be from 1 to {MAX_FILTER_WIDTH} taps"
+        )
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
     return np.ascontiguousarray(filt[::-1, ::-1]) if flip else filt
 
 
-def same_padding(width: int, flip: bool) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Rows and columns before and after an image for mode="same". scipy.ndimage
-    centres a filter of even width F on its tap F/2 (as cv2.filter2D's default
-    anchor), and a flipped one (ndimage.convolve) on tap F/2 of the unflipped filter:
-    after the flip, tap F/2 - 1. For odd widths both are the middle tap."""
-    before = (width - 1) // 2 if flip else width // 2
-    after = width - 1 - before
-    return ((before, after), (before, after))
+def same_padding(
+    filter_shape: tuple[int, ...], flip: bool, anchor: tuple[int, int] | None = None
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Rows and columns before and after an image for mode="same" (the anchor's row and
+    column come before). scipy.ndimage centres a filter of even size F on its tap F/2
+    (as cv2.filter2D's default anchor), and a flipped one (ndimage.convolve) on tap F/2
+    of the unflipped filter: after the flip, tap F/2 - 1. For odd sizes both are the
+    middle tap. `anchor` (x, y) names the taps instead, as cv2.filter2D's does (-1:
+    the default); SciPy's `origin` o is the tap F // 2 + o."""
+    pads = []
+    for axis, taps in enumerate(filter_shape[:2]):
+        before = (taps - 1) // 2 if flip else taps // 2
+        if anchor is not None and anchor[1 - axis] != -1:
+            before = anchor[1 - axis]
+            if not 0 <= before < taps:
+                rows, width = filter_shape[:2]
+                raise ValueError(f"anchor {tuple(anchor)} (x, y) lies outside the {rows}x{width} filter")
+        pads.append((before, taps - 1 - before))
+    return pads[0], pads[1]
 
 
-def check_image_shape(shape: tuple[int, ...], width: int) -> None:
-    if shape[0] < width or shape[1] < width:
-        raise ValueError(f"image {shape} is smaller than the {width}x{width} filter ('valid' mode)")
+def check_image_shape(size: tuple[int, ...], filter_shape: tuple[int, ...]) -> None:
+    """`size`: (H, W) of the image (or of each frame); `filter_shape`: (rows, F)."""
+    if size[0] < filter_shape[0] or size[1] < filter_shape[1]:
+        raise ValueError(
+            f"image {tuple(size)} is smaller than the {_shape_text(filter_shape)} filter ('valid' mode)"
+        )
 
 
-def _as_pixels(image: Any) -> np.ndarray:
-    """The image as kernels read it, (H, W) or (H, W, C) interleaved: its own dtype
+def _as_pixels(image: Any, batch: bool = False) -> np.ndarray:
+    """The image (or batch) as kernels read it, channels interleaved: its own dtype
     where they read that type, else float32 (checked as `_as_image` does)."""
     array = np.asarray(image)
-    shaped = array.ndim == 2 or (array.ndim == 3 and 1 <= array.shape[2] <= MAX_CHANNELS)
-    if array.dtype.name in PIXEL_TYPES and array.size and shaped:
+    if array.dtype.name in PIXEL_TYPES and array.size:
+        layout(array.shape, batch)
         return np.ascontiguousarray(array)
-    return _as_image("image", array, channels=True)
+    return _as_image("image", array, batch)
 
 
 def convolve(
@@ -382,16 +468,24 @@ def convolve(
     flip: bool = False,
     specialise: bool = False,
     algorithm: str = "auto",
+    batch: bool = False,
+    anchor: tuple[int, int] | None = None,
 ) -> np.ndarray:
-    """2-D correlation of `image` with a square `filter` (convolution with `flip=True`).
+    """2-D correlation of `image` with `filter` (convolution with `flip=True`): F x F, or
+    rows x F (rows and F from 1 to 255; the separable form takes square ones).
+    `image`: (H, W), or (H, W, C) with C = 1-4 interleaved channels, each filtered
+    alike; with `batch=True` a batch of frames, (N, H, W) or (N, H, W, C), filtered in
+    one launch.
 
-    mode="valid": output (H-F+1) x (W-F+1). mode="same": output H x W, past the edge
+    mode="valid": output (H-rows+1) x (W-F+1). mode="same": output H x W, past the edge
     the image reads as `border` says, with OpenCV's and SciPy's names: "constant"
     (`border_value`, 0 by default), "replicate" / "nearest", "reflect" (cv2
     BORDER_REFLECT), "mirror" / "reflect_101" (cv2's default), "wrap" (or a
     cv2.BORDER_* value); the filter's anchor is cv2.filter2D's default and
     scipy.ndimage.correlate's (with flip=True, scipy.ndimage.convolve's), for odd and
-    even F. The direct kernel handles the border itself (no padded copy of the image).
+    even sizes; `anchor=(x, y)` puts the filter's column x, row y over each output
+    instead, as cv2.filter2D's anchor (-1: the default; SciPy's origin o is tap
+    size // 2 + o). The direct kernel handles the border itself (no padded copy of the image).
 
     Pixel types: uint8, uint16, int16, float16 and float32 images are read as they are
     by the kernel; others are converted to float32 on the host (a finite float64 value
@@ -405,17 +499,35 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    pixels_in = _as_pixels(image)
+    pixels_in = _as_pixels(image, batch)
     filt = prepared_filter(filter, mode, flip)
-    width = filt.shape[0]
-    channels = pixels_in.shape[2] if pixels_in.ndim == 3 else 1
-    pixels = pixels_of(np.asarray(image).dtype, out_dtype, mode, border, flip=flip, channels=channels)
+    filter_rows = filt.shape[0]
+    frames, size, channels = layout(pixels_in.shape, batch)
+    if batch and frames == 1:
+        pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
+    pixels = pixels_of(
+        np.asarray(image).dtype,
+        out_dtype,
+        mode,
+        border,
+        flip=flip,
+        channels=channels,
+        frames=frames,
+        anchor=anchor,
+    )
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
-    padding = same_padding(width, flip)
+    padding = pixels.padding(filt.shape)
+    frame_values = math.prod(size) * channels
     if pixels.border == "none":
-        check_image_shape(pixels_in.shape, width)
-    elif pixels_in.size + 2 * width * sum(pixels_in.shape) > MAX_INDEXED:
+        check_image_shape(size, filt.shape)
+    too_large = frame_values + 2 * max(filt.shape) * sum(size) * channels > MAX_INDEXED
+    if frames > 1 and too_large:
+        raise ValueError(
+            f"a frame of {frame_values} values is more than one kernel can index: "
+            "convolve the frames one by one"
+        )
+    if pixels.border != "none" and too_large:
         # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")
@@ -425,7 +537,7 @@ def convolve(
 
     with _lock:
         info, context, queue = _context(device_index)
-        choice, values = _plan(pixels_in.shape[:2], width, info, db, filt, algorithm, specialise, pixels)
+        choice, values = _plan(size, filt.shape, info, db, filt, algorithm, specialise, pixels)
         family = get_family(choice.problem.family)
         variant = _variant(choice, family, values, info, db, specialise)
         kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
@@ -444,27 +556,35 @@ def convolve(
     if getattr(problem, "same", False):
         arguments["border_value"] = border_value
     output = np.empty(problem.output_shape, dtype=problem.output_dtype)
-    # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands of
-    # rows, each overlapping the next by F - 1 input rows.
-    row_values = (pixels_in.shape[0], pixels_in.shape[1] * channels)
-    bands = [(0, output.shape[0])] if getattr(problem, "same", False) else _bands(row_values, width)
-    overlap = 0 if getattr(problem, "same", False) else width - 1
-    for first, rows in bands:
-        band = dataclasses.replace(problem, out_height=rows)
-        band_input = pixels_in[first : first + rows + overlap]
+    if frames > 1 or getattr(problem, "same", False):
+        launches = [(problem, pixels_in, output)]
+    else:
+        # Kernels index with 32-bit ints: an image of 2^31 values or more runs in bands
+        # of rows, each overlapping the next by F - 1 input rows.
+        launches = [
+            (
+                dataclasses.replace(problem, out_height=rows),
+                pixels_in[first : first + rows + filter_rows - 1],
+                output[first : first + rows],
+            )
+            for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), filt.shape)
+        ]
+    for band, band_input, band_output in launches:
         buffers = {
             **arguments,
             "input": cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input),
-            "output": cl.Buffer(context, mf.WRITE_ONLY, size=output[first : first + rows].nbytes),
+            "output": cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes),
         }
         with _lock:
             kernel.set_args(*family.arguments(variant, band, buffers))
             global_size = family.global_size(variant, band)
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
-        cl.enqueue_copy(queue, output[first : first + rows], buffers["output"])
+        cl.enqueue_copy(queue, band_output, buffers["output"])
         queue.finish()
-    if pixels_in.ndim == 3 and output.ndim == 2:  # (H, W, 1) in: (H', W', 1) out
-        output = output[:, :, None]
+    if pixels_in.ndim == 3 + int(frames > 1) and channels == 1:  # (..., H, W, 1) in: (..., H', W', 1) out
+        output = output[..., None]
+    if batch and frames == 1:
+        output = output[None]
     return _as_result(output, pixels.result)
 
 
@@ -482,14 +602,17 @@ def _as_result(output: np.ndarray, result: np.dtype) -> np.ndarray:
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach
 
 
-def _bands(image_shape: tuple[int, int], width: int) -> list[tuple[int, int]]:
+def _bands(image_shape: tuple[int, int], filter_shape: tuple[int, ...]) -> list[tuple[int, int]]:
     """(first output row, output rows) of each launch: one for an image whose values
-    int indices reach, else bands whose input rows (with F - 1 of overlap) do."""
+    int indices reach, else bands whose input rows (with the filter's rows less one of
+    overlap) do."""
     in_height, in_width = image_shape
-    out_height = in_height - width + 1
-    rows = min(out_height, MAX_INDEXED // in_width - (width - 1))
+    filter_rows = filter_shape[0]
+    out_height = in_height - filter_rows + 1
+    rows = min(out_height, MAX_INDEXED // in_width - (filter_rows - 1))
     if rows < 1:
         raise ValueError(
-            f"an image row of {in_width} values with a {width}-wide filter is more than one kernel can index"
+            f"an image row of {in_width} values with a {_shape_text(filter_shape)} filter "
+            "is more than one kernel can index"
         )
     return [(first, min(rows, out_height - first)) for first in range(0, out_height, rows)]

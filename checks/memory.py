@@ -117,6 +117,8 @@ def _pixel_cases() -> list[Case]:
                     key = {"filter_width": filter_width, "out_width": out_w, "out_height": out_h}
                     key |= {"dtype": dtype, "out_dtype": rng.choice([dtype, "float32"]), "border": border}
                     key["channels"] = rng.choice([1, 1, 2, 3, 4])
+                    if (filter_width, out_w) == (3, 13):  # a batch: each frame reads and writes its own
+                        key["frames"] = 3
                     if border != "none":
                         key["anchor"] = rng.randrange(filter_width)
                     elif out_w == 2:
@@ -125,6 +127,17 @@ def _pixel_cases() -> list[Case]:
                         config, {"filter_width": filter_width, "channels": key["channels"]}
                     ):
                         out.append(("conv2d", config, key))
+    # Filters of other height than width, flat and tall, with anchors off their centre.
+    for border in BORDERS:
+        for cache_local in (False, True):
+            for rows, width, channels in ((2, 7, 1), (7, 2, 3)):
+                config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
+                config = space.complete({**config, "cache_local": cache_local, "image_vector": 4})
+                key = {"filter_width": width, "filter_height": rows, "out_width": 11, "out_height": 6}
+                key |= {"dtype": "uint8", "out_dtype": "uint8", "border": border, "channels": channels}
+                if border != "none":
+                    key |= {"anchor": width - 1, "anchor_y": 0}
+                out.append(("conv2d", config, key))
     return out
 
 

@@ -164,9 +164,9 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
     keys = ("trial_id", "filter_width", "origin", "status", "time_ms", "config", "error")
     assert [[t[k] for k in keys] for t in new_trials] == [[t[k] for k in keys] for t in old_trials]
 
-    # export: the same sources, header and manifests (the manifest names its family and
-    # its pixel types and border now; configs, in the manifest and the source's comment,
-    # list newer knobs at their defaults)
+    # export: the same sources, header and manifests (the manifest names its family, its
+    # pixel types, border, filter height and whether it takes a batch now; configs, in the
+    # manifest and the source's comment, list newer knobs at their defaults)
     for out, args in (("export", []), ("export_64x48", ["-f", "5", "-s", "64x48", "--format", "cl,json"])):
         result = run_cli("export", "-d", "0", "--out", str(tmp_path / out), *args, "--db", db)
         assert result.returncode == 0, result.stderr
@@ -177,6 +177,7 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
                 assert new.pop("family") == "conv2d"
                 pixels = [new.pop(k) for k in ("dtype", "out_dtype", "border", "channels")]
                 assert pixels == ["float32", "float32", "none", 1]
+                assert new.pop("filter_height") == new["filter_width"] and new.pop("batch") is False
                 for manifest in (old, new):
                     del manifest["device"]  # this machine's, not the fixture's
                 old["config"] = today(old["config"])

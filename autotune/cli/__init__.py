@@ -1,7 +1,7 @@
 """The `autotune` command line: parse, call the library, print. Nothing is decided here.
 
 One module per command group: `inspect` (devices, space, best, history, show),
-`tuning` (search, study, replay), `kernels` (render, export, convolve); `output` holds
+`tuning` (search, study, replay), `kernels` (render, export, convolve), `report`; `output` holds
 the JSON envelope every `--json` prints.
 """
 
@@ -13,7 +13,7 @@ import sys
 import click
 
 from autotune import __version__
-from autotune.cli import inspect, kernels, tuning
+from autotune.cli import inspect, kernels, report, tuning
 from autotune.cli.output import errors, fail
 from autotune.errors import AutotuneError
 
@@ -37,6 +37,7 @@ for command in (
     kernels.export,
     kernels.convolve_command,
     tuning.replay,
+    report.report,
 ):
     cli.add_command(command)
 

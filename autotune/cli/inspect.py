@@ -117,7 +117,14 @@ def _kernel_record(family: Any, device: dict[str, Any], choice: Any) -> dict[str
 
 @click.command()
 @click.option("--device", "-d", "device_index", type=int, default=None, help="Only this device.")
-@click.option("--filter-width", "-f", "filter_width", type=int, default=None, help="Only this width.")
+@click.option(
+    "--filter-width",
+    "--filter-size",
+    "-f",
+    "filter_text",
+    default=None,
+    help="Only this width F (or ROWSxF size).",
+)
 @click.option(
     "--image-size",
     "-s",
@@ -130,7 +137,7 @@ def _kernel_record(family: Any, device: dict[str, Any], choice: Any) -> dict[str
 @json_option
 def best(
     device_index: int | None,
-    filter_width: int | None,
+    filter_text: str | None,
     size_text: str | None,
     family_name: str,
     ranks_text: str | None,
@@ -146,17 +153,28 @@ def best(
     """
     from autotune.devices import device_info
     from autotune.families import get_family
-    from autotune.families.conv2d.inputs import parse_image_size
+    from autotune.families.conv2d.inputs import parse_filter_sizes, parse_image_size
     from autotune.lookup import Choice, resolve_kind
 
     family = get_family(family_name)
+    filter_size = None
+    if filter_text is not None:
+        sizes = parse_filter_sizes(filter_text)
+        if len(sizes) != 1:
+            raise UsageError(f"--filter-width takes one width or size here, got {filter_text!r}")
+        filter_size = sizes[0]
+    # A kind of one filter size matches its own width and height only (a square filter's height is 0).
+    filter_key = None
+    if filter_size is not None:
+        rows, width = filter_size if isinstance(filter_size, tuple) else (0, filter_size)
+        filter_key = (width, rows)
     ranks = parse_ranks(ranks_text)
     store = open_store(db_url, read_only=True)
     records = []
-    if device_index is not None and filter_width is not None:
+    if device_index is not None and filter_size is not None:
         info = device_info(device_index)
         size = parse_image_size(size_text) if size_text else None
-        for kind in family.kinds([filter_width], ranks, pixels):
+        for kind in family.kinds([filter_size], ranks, pixels):
             choice = resolve_kind(store.best(), family, kind, info, size)
             records.append(_kernel_record(family, device_record(info), choice))
     else:
@@ -167,7 +185,10 @@ def best(
         for row, device, problem_row in store.best(device_id=mine_id, family=family.name):
             problem = family.problem(problem_row.fields)
             key = problem.key()
-            if filter_width is not None and key.get("filter_width") != filter_width:
+            if (
+                filter_key is not None
+                and (key.get("filter_width"), key.get("filter_height", 0)) != filter_key
+            ):
                 continue
             if ranks and key.get("rank") not in ranks:
                 continue
@@ -182,7 +203,7 @@ def best(
     if not records:
         console.print("no tuned kernels yet (run `autotune search`)")
         return
-    if device_index is not None and filter_width is not None:
+    if device_index is not None and filter_size is not None:
         for r in records:
             timing = f"{r['time_ms']:.4f} ms when tuned" if r["time_ms"] else "not tuned"
             size = r["image_size"]

@@ -126,10 +126,11 @@ def render(
 )
 @click.option(
     "--filter-width",
+    "--filter-size",
     "-f",
     "widths_text",
     default=None,
-    help="Comma list [default: every width tuned on the device(s)].",
+    help="Comma list of widths F or ROWSxF sizes [default: every kind tuned on the device(s)].",
 )
 @click.option(
     "--image-size",
@@ -193,7 +194,7 @@ def export(
     from autotune.devices import device_info
     from autotune.families import get_family
     from autotune.families.conv2d.header import check_c_name
-    from autotune.families.conv2d.inputs import load_filter, parse_filter_widths, parse_image_size
+    from autotune.families.conv2d.inputs import load_filter, parse_filter_sizes, parse_image_size
 
     if sum((device_index is not None, device_pattern is not None, all_devices)) > 1:
         raise UsageError("give one of --device, --device-name and --all-devices")
@@ -211,7 +212,7 @@ def export(
         formats = [f for f in formats if f != "header"]
     if "header" in formats and not family.writes_c_header:
         raise UsageError("--format header is written for the conv2d family only; use cl,json")
-    widths = parse_filter_widths(widths_text) if widths_text else None
+    widths = parse_filter_sizes(widths_text) if widths_text else None
     ranks = parse_ranks(ranks_text)
     if ranks and widths is None:
         raise UsageError("--rank needs --filter-width")

@@ -30,11 +30,12 @@ def problem_options(default_widths: str) -> Any:
                 click.option("--device", "-d", "device_index", type=int, default=0, show_default=True),
                 click.option(
                     "--filter-width",
+                    "--filter-size",
                     "-f",
                     "widths_text",
                     default=default_widths,
                     show_default=True,
-                    help="Comma list of filter widths.",
+                    help="Comma list of filter widths F, or ROWSxF sizes (e.g. 3,5,3x5).",
                 ),
                 click.option(
                     "--image-size",
@@ -79,13 +80,15 @@ def family_options(function: Any) -> Any:
 
 
 def pixel_options(function: Any) -> Any:
-    """--dtype, --out-dtype, --border and --channels: the pixels and border of the
+    """--dtype, --out-dtype, --border, --channels and --frames: the pixels and border of the
     problems, handed to the command as one `pixels` argument (`parse_pixels`)."""
     from autotune.families.image import BORDER_ALIASES, BORDERS, PIXEL_TYPES
 
     @functools.wraps(function)
-    def with_pixels(*args: Any, dtype: str, out_dtype: str, border: str, channels: int, **kwargs: Any) -> Any:
-        return function(*args, pixels=parse_pixels(dtype, out_dtype, border, channels), **kwargs)
+    def with_pixels(
+        *args: Any, dtype: str, out_dtype: str, border: str, channels: int, frames: int, **kwargs: Any
+    ) -> Any:
+        return function(*args, pixels=parse_pixels(dtype, out_dtype, border, channels, frames), **kwargs)
 
     for option in reversed(
         (
@@ -121,15 +124,25 @@ def pixel_options(function: Any) -> Any:
                 show_default=True,
                 help="Interleaved channels per pixel, each filtered alike (conv2d).",
             ),
+            click.option(
+                "--frames",
+                "frames",
+                type=click.IntRange(1, 65536),
+                default=1,
+                show_default=True,
+                help="Images of the size filtered in one launch: a batch (conv2d).",
+            ),
         )
     ):
         with_pixels = option(with_pixels)
     return with_pixels
 
 
-def parse_pixels(dtype: str, out_dtype: str, border: str, channels: int = 1) -> dict[str, Any]:
-    """The problem fields --dtype, --out-dtype, --border and --channels name, where not
-    the defaults."""
+def parse_pixels(
+    dtype: str, out_dtype: str, border: str, channels: int = 1, frames: int = 1
+) -> dict[str, Any]:
+    """The problem fields --dtype, --out-dtype, --border, --channels and --frames name,
+    where not the defaults."""
     from autotune.families.image import border_name
 
     pixels = {
@@ -137,8 +150,9 @@ def parse_pixels(dtype: str, out_dtype: str, border: str, channels: int = 1) -> 
         "out_dtype": dtype if out_dtype == "same" else out_dtype,
         "border": "none" if border.lower() == "none" else border_name(border),
         "channels": channels,
+        "frames": frames,
     }
-    defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none", "channels": 1}
+    defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none", "channels": 1, "frames": 1}
     return {k: v for k, v in pixels.items() if v != defaults[k]}
 
 

@@ -65,13 +65,13 @@ def search(
 
     from autotune.devices import device_info
     from autotune.families import get_family
-    from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+    from autotune.families.conv2d.inputs import image_size, parse_filter_sizes
     from autotune.search import DEFAULT_SAMPLER, SAMPLERS
     from autotune.tune import Budget, Tuner
     from autotune.tune.shared import check_shared
 
     family = get_family(family_name)
-    widths = parse_filter_widths(widths_text)
+    widths = parse_filter_sizes(widths_text)
     kinds = family.kinds(widths, parse_ranks(ranks_text), pixels)
     if shared:
         sampler = check_shared(sampler, fresh, db_url)

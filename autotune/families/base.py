@@ -174,11 +174,11 @@ class KernelFamily(ABC):
 
     def kinds(
         self,
-        filter_widths: Sequence[int],
+        filter_widths: Sequence[int | tuple[int, int]],
         ranks: Sequence[int] | None = None,
         pixels: Mapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
-        """The problem kinds a command line names (`-f 3,5 --rank 1,2 --dtype uint8`);
+        """The problem kinds a command line names (`-f 3,5,3x5 --rank 1,2 --dtype uint8`);
         `pixels`: dtype, out_dtype and border where they are not the defaults."""
         raise UsageError(f"the {self.name} family is not tuned from the command line")
 

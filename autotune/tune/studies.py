@@ -26,6 +26,7 @@ from autotune.outcomes import Origin, Status
 from autotune.store import Store, Trial
 from autotune.store.engine import failure
 from autotune.store.locks import OPTUNA_TABLES_LOCK, advisory_lock
+from autotune.tune.ledger import Ledger
 
 OPENING_TRIES = 5  # SQLite: processes creating Optuna's tables at once may collide; try again
 MAX_SKIPS = 500  # a shared search gives up after this many asks in a row it could not use
@@ -138,3 +139,33 @@ class StudyMirror:
             self.study.add_trial(frozen)
         except SQLAlchemyError as exc:
             raise failure(self.store.url, exc) from None
+
+
+class Studies:
+    """The Optuna studies of one search: the storage, opened once, and one mirror per
+    problem. `mirror_records`: each trial recorded is added to its study (a shared
+    search tells the study's own trial instead)."""
+
+    def __init__(self, store: Store, family: KernelFamily, device: DeviceInfo, mirror_records: bool) -> None:
+        self.store, self.family, self.device = store, family, device
+        self.mirror_records = mirror_records
+        self.storage = open_storage(store)
+        self.mirrors: dict[int, StudyMirror] = {}  # problem id -> its study
+
+    def attach(self, ledger: Ledger, problem: Problem) -> StudyMirror:
+        """The problem's study, holding every trial of `ledger` (added once)."""
+        if ledger.problem_id not in self.mirrors:
+            self.mirrors[ledger.problem_id] = StudyMirror(
+                self.store, self.storage, self.family, problem, self.device, ledger.trials
+            )
+        mirror = self.mirrors[ledger.problem_id]
+        if self.mirror_records:
+            ledger.on_record = mirror.add
+        return mirror
+
+    def shared(self, ledger: Ledger, problem: Problem, sampler: str, seed: int) -> optuna.Study:
+        """The problem's study as a shared search asks it, with this worker's sampler."""
+        from autotune.tune.shared import shared_sampler
+
+        name = self.attach(ledger, problem).study.study_name
+        return optuna.load_study(study_name=name, storage=self.storage, sampler=shared_sampler(sampler, seed))

@@ -68,18 +68,29 @@ class Conv2D(KernelFamily):
         out_dtype: str = "float32",
         border: str = "none",
         channels: int = 1,
+        filter_height: int = 0,
+        frames: int = 1,
     ) -> dict[str, Any]:
-        """The problem kind of a filter width, pixel types, border and channels (its key
+        """The problem kind of a filter size, pixel types, border and channels (its key
         without the output size)."""
         problem = Conv2DProblem(
-            filter_width, 1, 1, dtype, out_dtype=out_dtype, border=border, channels=channels
+            filter_width,
+            1,
+            1,
+            dtype,
+            out_dtype=out_dtype,
+            border=border,
+            channels=channels,
+            filter_height=filter_height,
+            frames=frames,
         )
         return problem.kind()
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
-        """`F=5`, or with other pixels, a border, an anchor or channels
-        `F=4 uint8->uint8 mirror anchor=1 3ch` (unique per kind)."""
-        words = [f"F={kind['filter_width']}"]
+        """`F=5`, or with another height, other pixels, a border, an anchor or channels
+        `F=3x4 uint8->uint8 mirror anchor=1 3ch` (unique per kind)."""
+        height = f"{kind['filter_height']}x" if kind.get("filter_height", 0) else ""
+        words = [f"F={height}{kind['filter_width']}"]
         dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
         if (dtype, out_dtype) != ("float32", "float32"):
             words.append(f"{dtype}->{out_dtype}")
@@ -87,22 +98,32 @@ class Conv2D(KernelFamily):
             words.append(kind["border"])
         if kind.get("anchor", -1) != -1:
             words.append(f"anchor={kind['anchor']}")
+        if kind.get("anchor_y", -1) != -1:
+            words.append(f"anchor_y={kind['anchor_y']}")
         if kind.get("channels", 1) != 1:
             words.append(f"{kind['channels']}ch")
+        if kind.get("frames", 1) != 1:
+            words.append(f"x{kind['frames']}")
         return " ".join(words)
 
     def kinds(
         self,
-        filter_widths: Sequence[int],
+        filter_widths: Sequence[int | tuple[int, int]],
         ranks: Sequence[int] | None = None,
         pixels: Mapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
+        """A kind per filter width F, or per (rows, F) size."""
         if ranks:
             raise UsageError("--rank is for --family separable: the direct family runs any filter as it is")
-        return [self.kind(check_filter_width(width), **(pixels or {})) for width in filter_widths]
+        kinds = []
+        for size in filter_widths:
+            rows, width = size if isinstance(size, tuple) else (0, size)
+            kinds.append(self.kind(check_filter_width(width), filter_height=rows, **(pixels or {})))
+        return kinds
 
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
-        return self.kind(check_filter_width(filt.shape[0])), filt
+        rows = check_filter_width(filt.shape[0], "filter height")
+        return self.kind(check_filter_width(filt.shape[1]), filter_height=rows), filt
 
     def value_arrays(self, values: Any) -> dict[str, np.ndarray]:
         return {"filter": values}
@@ -130,7 +151,7 @@ class Conv2D(KernelFamily):
         mine, theirs = (Conv2DProblem(**{**k, "out_width": 1, "out_height": 1}) for k in (kind, other))
         if mine.filter_width != theirs.filter_width:
             return None
-        fields = ("dtype", "out_dtype", "border", "anchor", "channels")
+        fields = ("dtype", "out_dtype", "border", "anchor", "channels", "frames", "filter_height", "anchor_y")
         return sum(getattr(mine, f) != getattr(theirs, f) for f in fields) - 0.5 * (
             mine.border != theirs.border
         )
@@ -162,8 +183,11 @@ class Conv2D(KernelFamily):
             dtype=problem.dtype,
             out_dtype=problem.out_dtype,
             border=problem.border,
-            anchor=problem.anchor_tap,
+            anchor=problem.anchor_column,
+            anchor_y=problem.anchor_row,
             channels=problem.channels,
+            batch=problem.frames > 1,
+            filter_height=problem.filter_height,
         )
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
@@ -202,16 +226,26 @@ class Conv2D(KernelFamily):
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
         key = variant.render_key
         border = key.get("border", "none")
+        anchors = (
+            {"anchor": key["anchor"], "anchor_y": key.get("anchor_y", key["anchor"])}
+            if border != "none"
+            else {}
+        )
         return {
             "filter_width": key["filter_width"],
+            # rows of taps: the filter argument is filter_height x filter_width floats, row by row
+            "filter_height": key.get("filter_height", key["filter_width"]),
             "dtype": key.get("dtype", "float32"),
             "out_dtype": key.get("out_dtype", "float32"),
             # none: 'valid' output; else 'same' output, the image read past its edge this way
             "border": border,
-            # 'same' output: the filter tap over each output pixel, in x and y
-            **({"anchor": key["anchor"]} if border != "none" else {}),
+            # 'same' output: the column (anchor) and row (anchor_y) of taps over each output pixel
+            **anchors,
             # interleaved channels: widths and the launch's x extent count values (pixels x channels)
             "channels": key.get("channels", 1),
+            # True: frames of one size one after another in input and output, one per
+            # index of launch dimension 2 (global[2] = frames, local[2] = 1).
+            "batch": key.get("batch", False),
             # True: the taps are in the source and the filter argument is ignored.
             "filter_compiled_in": literal_filter(variant.config),
             "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),
@@ -219,13 +253,23 @@ class Conv2D(KernelFamily):
         }
 
     def export_stem(self, variant: KernelVariant) -> str:
+        """`convolve_f5`, `convolve_f3x5` (rows x width), then what is not the default:
+        pixel types and border, the anchor (`_anchor1`: column and row 1; `_anchor1y2`:
+        column 1, row 2), channels, `_batch`."""
         key = variant.render_key
-        if "border" not in key:
-            return f"convolve_f{key['filter_width']}"
-        stem = f"convolve_f{key['filter_width']}_{key['dtype']}_{key['out_dtype']}_{key['border']}"
-        if key.get("anchor", key["filter_width"] // 2) != key["filter_width"] // 2:
-            stem += f"_anchor{key['anchor']}"
-        return stem if key.get("channels", 1) == 1 else f"{stem}_{key['channels']}ch"
+        width, rows = key["filter_width"], key.get("filter_height", key["filter_width"])
+        stem = f"convolve_f{width}" if rows == width else f"convolve_f{rows}x{width}"
+        if "border" in key:
+            stem += f"_{key['dtype']}_{key['out_dtype']}_{key['border']}"
+            anchor, anchor_y = (
+                key.get("anchor", width // 2),
+                key.get("anchor_y", key.get("anchor", width // 2)),
+            )
+            if (anchor, anchor_y) != (width // 2, rows // 2):
+                stem += f"_anchor{anchor}" + (f"y{anchor_y}" if anchor_y != anchor else "")
+            if key.get("channels", 1) != 1:
+                stem += f"_{key['channels']}ch"
+        return f"{stem}_batch" if key.get("batch") else stem
 
 
 CONV2D = Conv2D()

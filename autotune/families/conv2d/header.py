@@ -58,8 +58,9 @@ def check_c_name(name: str, what: str) -> str:
 
 
 def holds_in_header(variant: KernelVariant) -> bool:
-    """Whether the header holds this kernel: float32 'valid' ones (looked up by width)."""
-    return "border" not in variant.render_key  # float32, one channel, 'valid' (all defaults)
+    """Whether the header holds this kernel: float32 'valid' ones of one frame and a
+    square filter (looked up by width)."""
+    return not ({"border", "batch", "filter_height"} & set(variant.render_key))
 
 
 def header_name(prefix: str) -> str:
@@ -77,8 +78,9 @@ def c_header(
     for kernel in kernels:
         if not holds_in_header(kernel.variant):
             raise UsageError(
-                "--format header holds float32 'valid' kernels (looked up by filter width); "
-                "export kernels of other pixel types or a border with --format cl,json"
+                "--format header holds float32 'valid' kernels of square filters (looked up by width); "
+                "export kernels of other pixel types, a border, a batch or rows x F filters "
+                "with --format cl,json"
             )
     p = check_c_name(prefix, "--c-prefix")
     body = _body(devices, kernels, p)

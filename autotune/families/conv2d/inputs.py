@@ -30,6 +30,28 @@ def parse_filter_widths(text: str) -> list[int]:
     return list(dict.fromkeys(widths))
 
 
+FilterSize = int | tuple[int, int]  # F (F x F), or (rows, F)
+
+
+def parse_filter_sizes(text: str) -> list[FilterSize]:
+    """`3,5,3x5`: widths F of square filters, or ROWSxF sizes (rows first, as a NumPy
+    shape; a square ROWSxF is its width alone)."""
+    sizes: list[FilterSize] = []
+    for part in text.split(","):
+        pieces = part.strip().lower().split("x")
+        if len(pieces) > 2 or not all(p.strip().isdigit() for p in pieces):
+            raise UsageError(
+                f"--filter-width takes a comma list of widths F or sizes ROWSxF (e.g. 3,5,3x5), got {text!r}"
+            )
+        values = [int(p) for p in pieces]
+        for value in values:
+            if not 1 <= value <= MAX_FILTER_WIDTH:
+                raise UsageError(f"filter sizes must be from 1 to {MAX_FILTER_WIDTH}, got {part.strip()!r}")
+        rows, width = values if len(values) == 2 else (values[0], values[0])
+        sizes.append(width if rows == width else (rows, width))
+    return list(dict.fromkeys(sizes))
+
+
 def parse_image_size(text: str) -> tuple[int, int]:
     parts = text.lower().split("x")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -44,12 +66,13 @@ def default_image_size(device: Any) -> tuple[int, int]:
     return CPU_IMAGE if device.is_cpu else GPU_IMAGE
 
 
-def image_size(text: str | None, device: Any, widths: list[int]) -> tuple[int, int]:
-    """The output size asked for, or the device type's default; every width must fit."""
+def image_size(text: str | None, device: Any, widths: list[FilterSize]) -> tuple[int, int]:
+    """The output size asked for, or the device type's default; every filter must fit."""
     size = parse_image_size(text) if text else default_image_size(device)
     for width in widths:
-        if width > min(size):
-            raise UsageError(f"filter width {width} is larger than the image ({size[0]}x{size[1]})")
+        if max(width if isinstance(width, tuple) else (width,)) > min(size):
+            shown = "x".join(map(str, width)) if isinstance(width, tuple) else f"width {width}"
+            raise UsageError(f"filter {shown} is larger than the image ({size[0]}x{size[1]})")
     return size
 
 
@@ -89,15 +112,13 @@ def load_npy(label: str, path: str) -> np.ndarray:
 
 
 def load_filter(path: str) -> np.ndarray:
-    """A square filter of real numbers from a .npy file, or a named one (`gaussian:17`,
+    """A 2-D filter of real numbers from a .npy file, or a named one (`gaussian:17`,
     `sobel-x`: autotune/filters.py), as float32."""
     from autotune.filters import is_named, named_filter
 
     if is_named(path) or (not path.lower().endswith(".npy") and not Path(path).exists()):
         return named_filter(path)  # a name, or neither a name nor a file: the names are listed
     taps = load_npy("--filter", path)
-    if taps.ndim != 2 or taps.shape[0] != taps.shape[1] or taps.dtype.kind not in "fiu":
-        raise UsageError(
-            f"--filter {path} must hold a square array of numbers, got {taps.dtype} {taps.shape}"
-        )
+    if taps.ndim != 2 or 0 in taps.shape or taps.dtype.kind not in "fiu":
+        raise UsageError(f"--filter {path} must hold a 2-D array of numbers, got {taps.dtype} {taps.shape}")
     return taps.astype(np.float32)

@@ -29,14 +29,25 @@ MAX_CHANNELS = 4
 
 @dataclass(frozen=True)
 class Conv2DProblem(ValidImage, Problem):
-    """Correlation of an image of pixel type `dtype` with an F x F float32 filter, into
-    `out_dtype` pixels: 'valid' (border `none`: the input is the output grown by F - 1)
-    or 'same' with a border (input and output of one size, the filter anchored at its
-    centre tap F // 2)."""
+    """Correlation of an image of pixel type `dtype` with a float32 filter of
+    `filter_rows` x `filter_width` taps (F x F unless `filter_height` says otherwise),
+    into `out_dtype` pixels: 'valid' (border `none`: the input is the output grown by
+    the filter less one) or 'same' with a border (input and output of one size, the
+    filter anchored at its centre tap unless `anchor` / `anchor_y` say otherwise).
+    `channels` interleaved per pixel; `frames` images of one size one after another (a
+    batch, one launch: the kernel tuned for one frame serves it)."""
 
     family: ClassVar[str] = "conv2d"
     size_fields: ClassVar[tuple[str, ...]] = ("out_width", "out_height")
-    optional_fields: ClassVar[tuple[str, ...]] = ("out_dtype", "border", "anchor", "channels")
+    optional_fields: ClassVar[tuple[str, ...]] = (
+        "out_dtype",
+        "border",
+        "anchor",
+        "channels",
+        "frames",
+        "filter_height",
+        "anchor_y",
+    )
 
     filter_width: int
     out_width: int
@@ -45,8 +56,11 @@ class Conv2DProblem(ValidImage, Problem):
     seed: int = 0
     out_dtype: str = "float32"
     border: str = "none"
-    anchor: int = -1  # 'same' output: the tap over the output pixel; -1: F // 2 (cv2's default)
+    anchor: int = -1  # 'same' output: the column of taps over the output pixel; -1: F // 2 (cv2's default)
     channels: int = 1  # interleaved channels per pixel, each filtered alike
+    frames: int = 1  # images of this size one after another, filtered in one launch
+    filter_height: int = 0  # rows of taps; 0: as many as filter_width (a square filter)
+    anchor_y: int = -1  # the row of taps over the output pixel; -1: as `anchor` says (centre for -1)
 
     def __post_init__(self) -> None:
         for name, value in (("dtype", self.dtype), ("out_dtype", self.out_dtype)):
@@ -56,10 +70,37 @@ class Conv2DProblem(ValidImage, Problem):
             raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {self.border!r}")
         if type(self.channels) is not int or not 1 <= self.channels <= MAX_CHANNELS:
             raise UsageError(f"channels must be from 1 to {MAX_CHANNELS}, got {self.channels!r}")
-        if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
-            raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
-        if self.anchor == self.filter_width // 2:  # the centre has one name: one problem, one key
-            object.__setattr__(self, "anchor", -1)
+        if type(self.frames) is not int or self.frames < 1:
+            raise UsageError(f"frames must be a positive int, got {self.frames!r}")
+        if type(self.filter_height) is not int or self.filter_height < 0:
+            raise UsageError(f"filter_height must be a positive int (0: square), got {self.filter_height!r}")
+        if self.filter_height == self.filter_width:  # a square filter has one name
+            object.__setattr__(self, "filter_height", 0)
+        for name, value, taps in (("anchor", self.anchor, self.filter_width), ("anchor_y", self.anchor_y, 0)):
+            if value != -1 and not (self.same and value >= 0 and (not taps or value < taps)):
+                raise UsageError(f"{name} must be -1 or a tap of the filter in 'same' output, got {value}")
+        # One name per anchor: the centre is -1, and a row anchor that follows from
+        # `anchor` is -1 too (so every problem has one key).
+        column, row = self.anchor_column, self.anchor_row
+        if not 0 <= row < self.filter_rows:
+            raise UsageError(
+                f"anchor_y must be a row of the {self.filter_rows}-row filter, got {row}"
+                + ("" if self.anchor_y != -1 else f" (from anchor={self.anchor}: give anchor_y)")
+            )
+        object.__setattr__(self, "anchor", -1 if column == self.filter_width // 2 else column)
+        object.__setattr__(self, "anchor_y", -1 if row == self._default_row() else row)
+
+    def _default_row(self) -> int:
+        return self.filter_rows // 2 if self.anchor == -1 else self.anchor
+
+    @property
+    def filter_rows(self) -> int:
+        """Rows of taps (the filter's height)."""
+        return self.filter_height or self.filter_width
+
+    @property
+    def filter_shape(self) -> tuple[int, int]:
+        return (self.filter_rows, self.filter_width)
 
     @property
     def same(self) -> bool:
@@ -72,12 +113,17 @@ class Conv2DProblem(ValidImage, Problem):
 
     @property
     def in_height(self) -> int:
-        return self.out_height if self.same else self.out_height + self.filter_width - 1
+        return self.out_height if self.same else self.out_height + self.filter_rows - 1
 
     @property
-    def anchor_tap(self) -> int:
-        """The filter tap over the output pixel in 'same' output, in x and y."""
+    def anchor_column(self) -> int:
+        """The column of filter taps over the output pixel in 'same' output."""
         return self.filter_width // 2 if self.anchor == -1 else self.anchor
+
+    @property
+    def anchor_row(self) -> int:
+        """The row of filter taps over the output pixel in 'same' output."""
+        return self._default_row() if self.anchor_y == -1 else self.anchor_y
 
     @property
     def output_dtype(self) -> np.dtype:
@@ -87,35 +133,48 @@ class Conv2DProblem(ValidImage, Problem):
     def min_bytes(self) -> int:
         pixels_in, pixels_out = self.in_width * self.in_height, self.out_width * self.out_height
         values = np.dtype(self.dtype).itemsize * pixels_in + self.output_dtype.itemsize * pixels_out
-        return values * self.channels
+        return values * self.channels * self.frames
 
     @property
     def flops(self) -> int:
-        return 2 * self.filter_width**2 * self.out_width * self.out_height * self.channels
+        return (
+            2
+            * self.filter_rows
+            * self.filter_width
+            * self.out_width
+            * self.out_height
+            * self.channels
+            * self.frames
+        )
 
     @property
-    def launch_extent(self) -> tuple[int, int]:
-        return (self.out_width * self.channels, self.out_height)
+    def launch_extent(self) -> tuple[int, ...]:
+        """Values of an output row, rows, and (for a batch) frames along launch dimension 2."""
+        extent = (self.out_width * self.channels, self.out_height)
+        return extent if self.frames == 1 else (*extent, self.frames)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        if self.channels == 1:
-            return (self.out_height, self.out_width)
-        return (self.out_height, self.out_width, self.channels)
+        return self._shape(self.out_height, self.out_width)
+
+    def _shape(self, height: int, width: int) -> tuple[int, ...]:
+        """(H, W), (H, W, C), (N, H, W) or (N, H, W, C) of an image of this problem."""
+        batch = (self.frames,) if self.frames > 1 else ()
+        return (*batch, height, width) + ((self.channels,) if self.channels > 1 else ())
 
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """Seeded input image and filter. Float pixels and the filter are uniform in
         [-1, 1); integer pixels span their type, and for integer output the filter
         sums to 1 (most outputs in range, some saturating at either end)."""
         rng = np.random.default_rng(self.seed)
-        shape = (self.in_height, self.in_width) + ((self.channels,) if self.channels > 1 else ())
+        shape = self._shape(self.in_height, self.in_width)
         kind = np.dtype(self.dtype)
         if kind.kind in "iu":
             info = np.iinfo(kind)
             image = rng.integers(info.min, info.max, shape, endpoint=True).astype(kind)
         else:
             image = rng.uniform(-1, 1, shape).astype(np.float32).astype(kind)
-        filt = rng.uniform(-1, 1, (self.filter_width, self.filter_width)).astype(np.float32)
+        filt = rng.uniform(-1, 1, self.filter_shape).astype(np.float32)
         if self.output_dtype.kind in "iu":
             filt = rng.uniform(-0.25, 1, filt.shape)
             filt = (filt / filt.sum()).astype(np.float32)
@@ -131,16 +190,20 @@ class Conv2DProblem(ValidImage, Problem):
 
     def reference(self) -> np.ndarray:
         image, filt = self.data()
-        planes = image.reshape(*image.shape[:2], -1)
-        outputs = []
-        for channel in range(planes.shape[2]):
-            plane = planes[:, :, channel].astype(np.float64)
-            if self.same:
-                before = (self.anchor_tap, self.anchor_tap)
-                after = (self.filter_width - 1 - self.anchor_tap,) * 2
-                plane = pad_for_border(plane, before, after, self.border)
-            outputs.append(correlate_valid(plane, filt))
-        return saturated(np.stack(outputs, axis=-1).reshape(self.output_shape), self.out_dtype)
+        planes = image.reshape(self.frames, self.in_height, self.in_width, self.channels)
+        outputs = np.empty((self.frames, self.out_height, self.out_width, self.channels))
+        for frame in range(self.frames):
+            for channel in range(self.channels):
+                plane = planes[frame, :, :, channel].astype(np.float64)
+                if self.same:
+                    before = (self.anchor_row, self.anchor_column)
+                    after = (
+                        self.filter_rows - 1 - self.anchor_row,
+                        self.filter_width - 1 - self.anchor_column,
+                    )
+                    plane = pad_for_border(plane, before, after, self.border)
+                outputs[frame, :, :, channel] = correlate_valid(plane, filt)
+        return saturated(outputs.reshape(self.output_shape), self.out_dtype)
 
     def tolerance(self) -> float:
         image, filt = self.data()
@@ -158,20 +221,20 @@ def correlate_valid(image: np.ndarray, filt: np.ndarray) -> np.ndarray:
     """'valid' 2D correlation in float64 (no filter flip), as the kernels compute it."""
     image = np.asarray(image, dtype=np.float64)
     filt = np.asarray(filt, dtype=np.float64)
-    f = filt.shape[0]
-    out_h, out_w = image.shape[0] - f + 1, image.shape[1] - f + 1
-    if f * f * out_h * out_w <= 20_000_000:
+    rows, columns = filt.shape
+    out_h, out_w = image.shape[0] - rows + 1, image.shape[1] - columns + 1
+    if rows * columns * out_h * out_w <= 20_000_000:
         out = np.zeros((out_h, out_w))
-        for r in range(f):
-            for c in range(f):
+        for r in range(rows):
+            for c in range(columns):
                 out += filt[r, c] * image[r : r + out_h, c : c + out_w]
         return out
     # Large problems: circular convolution with the flipped filter; the 'valid'
     # region is untouched by the wrap-around.
     kernel = np.zeros_like(image)
-    kernel[:f, :f] = filt[::-1, ::-1]
+    kernel[:rows, :columns] = filt[::-1, ::-1]
     full = np.fft.irfft2(np.fft.rfft2(image) * np.fft.rfft2(kernel), s=image.shape)
-    return full[f - 1 :, f - 1 :]
+    return full[rows - 1 :, columns - 1 :]
 
 
 def tolerance(image: np.ndarray, filt: np.ndarray) -> float:

@@ -27,11 +27,9 @@ MAX_FILTER_WIDTH = 255
 EDGE_TILE_MAX_WIDTH = 8  # widest filter whose 'same' edge tiles keep the register tile
 
 
-def check_filter_width(filter_width: object) -> int:
+def check_filter_width(filter_width: object, what: str = "filter width") -> int:
     if type(filter_width) is not int or not 1 <= filter_width <= MAX_FILTER_WIDTH:
-        raise UsageError(
-            f"filter width must be an integer from 1 to {MAX_FILTER_WIDTH}, got {filter_width!r}"
-        )
+        raise UsageError(f"{what} must be an integer from 1 to {MAX_FILTER_WIDTH}, got {filter_width!r}")
     return filter_width
 
 
@@ -46,12 +44,11 @@ def literal_filter(config: Config) -> bool:
     return config.get("filter_space") == "literal"
 
 
-def _filter_rows(taps: Any, filter_width: int) -> list[str]:
+def _filter_rows(taps: Any, filter_shape: tuple[int, int]) -> list[str]:
     values = np.asarray(taps, dtype=np.float32)
-    if values.shape != (filter_width, filter_width):
-        raise UsageError(
-            f"filter_space=literal needs the {filter_width}x{filter_width} filter, got shape {values.shape}"
-        )
+    if values.shape != filter_shape:
+        rows, width = filter_shape
+        raise UsageError(f"filter_space=literal needs the {rows}x{width} filter, got shape {values.shape}")
     return [", ".join(float_literal(float(v)) for v in row) for row in values]
 
 
@@ -66,17 +63,26 @@ def generate(
     border: str = "none",
     anchor: int = 0,
     channels: int = 1,
+    batch: bool = False,
+    filter_height: int = 0,
+    anchor_y: int | None = None,
 ) -> KernelVariant:
     """Render one point of the space; raises UsageError for a point that cannot exist.
 
-    `taps` (F x F) is the filter a `filter_space=literal` kernel is compiled for;
-    other kernels read the filter argument and ignore it. `dtype` / `out_dtype`: the
+    `taps` (rows x F) is the filter a `filter_space=literal` kernel is compiled for;
+    other kernels read the filter argument and ignore it. `filter_height`: rows of taps
+    (0: F, a square filter); `anchor` / `anchor_y`: the column / row of taps over each
+    output pixel in 'same' output (`anchor_y` None: as `anchor`). `dtype` / `out_dtype`: the
     pixel types read and written; `border`: `none` ('valid') or the 'same' border, with
-    the filter tap `anchor` over each output pixel."""
+    the filter tap `anchor` over each output pixel; `batch`: frames one after another,
+    one per index of launch dimension 2 (any number of them)."""
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width = check_filter_width(filter_width)
+    rows = check_filter_width(filter_height or filter_width, "filter height")
+    anchor_y = anchor if anchor_y is None else anchor_y
     config = space.complete(config)
-    reasons = space.violations(config, {"filter_width": filter_width, "channels": channels})
+    shape = {"filter_width": filter_width, "channels": channels, "filter_height": filter_height}
+    reasons = space.violations(config, shape)
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
     literal = literal_filter(config)
@@ -99,7 +105,10 @@ def generate(
         filter_type=filter_type,
         filter_rows="filter_copy" if filter_local else "filter",
         filter_row_type=filter_row_type,
-        filter_values=_filter_rows(taps, filter_width) if literal else None,
+        filter_values=_filter_rows(taps, (rows, filter_width)) if literal else None,
+        filter_height=rows,
+        rows="fw" if rows == filter_width else "fh",
+        ROWS="FILTER_WIDTH" if rows == filter_width else "FILTER_HEIGHT",
         row_space="__local" if config["cache_local"] else "__global",
         # The __local tile's pitch is known when compiling; so is the column loop's step.
         tile_loads=_widest_read(config["image_vector"], tile_pitch),
@@ -111,24 +120,33 @@ def generate(
         out_type=PIXEL_TYPES[out_dtype],
         border=border,
         anchor=anchor if border != "none" else 0,
+        anchor_y=anchor_y if border != "none" else 0,
         # Unrolled, the border reads of an edge tile raise the registers of every tile
         # (on the H200 at F=17: 127 against the interior's 40, 9x slower); rolled loops
         # keep them, but are slow per tile (1.3-2x at F=3, 5). Small filters keep the tile.
-        edge_tile=filter_width <= EDGE_TILE_MAX_WIDTH,
+        edge_tile=max(rows, filter_width) <= EDGE_TILE_MAX_WIDTH,
         # Where the image rows a work-item reads start ('same' output shifts them by the anchor).
         row_origin="y0" if border == "none" else "in_y0",
         column_origin="x0" if border == "none" else "in_x0",
+        batch=batch,
     )
     render_key: dict[str, Any] = {"filter_width": filter_width}
     if (dtype, out_dtype, border, channels) != ("float32", "float32", "none", 1):
         render_key.update(dtype=dtype, out_dtype=out_dtype, border=border, channels=channels)
+    if rows != filter_width:
+        render_key["filter_height"] = rows
     if border != "none":
         render_key["anchor"] = anchor
+        if anchor_y != anchor:
+            render_key["anchor_y"] = anchor_y
+    if batch:
+        render_key["batch"] = True
+    frames_dimension = (1,) if batch else ()
     return KernelVariant(
         source=source,
         kernel_name=KERNEL_NAME,
-        local_size=(int(config["local_x"]), int(config["local_y"])),
-        work_per_item=(int(config["work_x"]), int(config["work_y"])),
+        local_size=(int(config["local_x"]), int(config["local_y"]), *frames_dimension),
+        work_per_item=(int(config["work_x"]), int(config["work_y"]), *frames_dimension),
         build_options=(),
         config=dict(config),
         family="conv2d",

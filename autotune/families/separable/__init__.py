@@ -59,7 +59,7 @@ class Separable(KernelFamily):
 
     def kinds(
         self,
-        filter_widths: Sequence[int],
+        filter_widths: Sequence[int | tuple[int, int]],
         ranks: Sequence[int] | None = None,
         pixels: Mapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
@@ -69,12 +69,18 @@ class Separable(KernelFamily):
                 "--dtype, --out-dtype and --border are for the conv2d family: separable kernels read and "
                 "write float32 in 'valid' mode (convolve() converts and pads for them on the host)"
             )
+        if any(isinstance(w, tuple) for w in filter_widths):
+            raise UsageError("the separable family tunes square filters: give widths F, not ROWSxF sizes")
         return [
             self.kind(check_filter_width(w), check_rank(r)) for w in filter_widths for r in (ranks or [1])
         ]
 
     def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
         """The filter's separable terms (its rank is part of the kind)."""
+        if filt.shape[0] != filt.shape[1]:
+            raise UsageError(
+                f"the separable family takes square filters, got {filt.shape[0]}x{filt.shape[1]}"
+            )
         terms = separable_terms(filt, MAX_RANK)
         if terms is None:
             raise UsageError(

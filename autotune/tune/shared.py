@@ -14,8 +14,10 @@ all of them together."""
 
 from __future__ import annotations
 
+import functools
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import optuna
 
@@ -24,9 +26,10 @@ from autotune.outcomes import Status
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
 from autotune.store.locks import advisory_lock
-from autotune.tune.studies import MAX_SKIPS, distributions, measured_attributes
+from autotune.tune.studies import MAX_SKIPS, database_errors, distributions, measured_attributes
 
 SHARED_SAMPLERS = ("tpe", "random")
+T = TypeVar("T")
 
 
 def check_shared(sampler: str | None, fresh: bool, url: str | None) -> str:
@@ -52,6 +55,17 @@ def shared_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=10)
+
+
+def _database_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """A method of `SharedSearch` whose storage failures are our one-line failure."""
+
+    @functools.wraps(method)
+    def wrapped(self: SharedSearch, *args: Any, **kwargs: Any) -> T:
+        with database_errors(self.store.url):
+            return method(self, *args, **kwargs)
+
+    return wrapped
 
 
 class SharedSearch:
@@ -80,12 +94,14 @@ class SharedSearch:
     def add_history(self, config: Config, value: float | None) -> None:
         """Nothing: the study holds what was measured before (added from our tables)."""
 
+    @_database_errors
     def enqueue(self, config: Config) -> None:
         """Queue a point (a preset, a warm start) unless the study has it already."""
         with self._lock():
             if not any(t.params == config for t in self.study.get_trials(deepcopy=False)):
                 self.study.enqueue_trial(config, skip_if_exists=False)
 
+    @_database_errors
     def ask(self) -> tuple[optuna.trial.Trial, Config] | None:
         """A point no worker measured or is measuring, claimed for this one; None once the
         workers together have claimed the budget. A proposal that is taken or invalid is
@@ -132,6 +148,7 @@ class SharedSearch:
             current = self.random.sample(changed, min(len(changed), 20))
         return None
 
+    @_database_errors
     def tell(self, trial: optuna.trial.Trial, value: float | None, record: Any = None) -> None:
         if record is not None:
             for key, attribute in measured_attributes(record).items():

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import optuna
@@ -60,6 +62,19 @@ def open_storage(store: Store) -> optuna.storages.RDBStorage:
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def database_errors(url: str) -> Iterator[None]:
+    """Optuna's storage failing (the server gone, the database dropped) as our one-line
+    database failure, its password masked."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise failure(url, exc) from None
+    except optuna.exceptions.StorageInternalError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        raise failure(url, cause) from None
+
+
 def distributions(space: Any) -> dict[str, optuna.distributions.BaseDistribution]:
     """Each knob as Optuna sees it: a choice among its real values."""
     return {name: optuna.distributions.CategoricalDistribution(k.values) for name, k in space.knobs.items()}
@@ -95,7 +110,7 @@ class StudyMirror:
     ) -> None:
         self.store, self.family = store, family
         self.distributions = distributions(family.space)
-        try:
+        with database_errors(store.url):
             self.study = optuna.create_study(
                 storage=storage,
                 study_name=study_name(family, problem, device),
@@ -116,8 +131,6 @@ class StudyMirror:
                 for trial in trials:
                     if trial.id not in known and self.family.read_config(trial.config) not in claimed:
                         self.add(trial)
-        except SQLAlchemyError as exc:
-            raise failure(store.url, exc) from None
 
     def add(self, trial: Trial) -> None:
         """A trial as the study's, if it measured a point."""
@@ -135,10 +148,8 @@ class StudyMirror:
             state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
             user_attrs=attributes,
         )
-        try:
+        with database_errors(self.store.url):
             self.study.add_trial(frozen)
-        except SQLAlchemyError as exc:
-            raise failure(self.store.url, exc) from None
 
 
 class Studies:
@@ -168,4 +179,7 @@ class Studies:
         from autotune.tune.shared import shared_sampler
 
         name = self.attach(ledger, problem).study.study_name
-        return optuna.load_study(study_name=name, storage=self.storage, sampler=shared_sampler(sampler, seed))
+        with database_errors(self.store.url):
+            return optuna.load_study(
+                study_name=name, storage=self.storage, sampler=shared_sampler(sampler, seed)
+            )

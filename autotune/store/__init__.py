@@ -193,6 +193,7 @@ class Store:
     def device_id(self, info: Any) -> int:
         fp = info.fingerprint
         with self.session() as s:
+            advisory_xact_lock(s, f"device {json.dumps(fp, sort_keys=True)}")  # two searches starting at once
             row = s.scalar(
                 sa.select(Device).filter_by(
                     platform=fp["platform"], name=fp["name"], vendor=fp["vendor"], driver=fp["driver"]
@@ -214,6 +215,7 @@ class Store:
     def problem_id(self, family: str, key: dict[str, Any]) -> int:
         text = problem_key(key)
         with self.session() as s:
+            advisory_xact_lock(s, f"problem {family} {text}")  # two searches starting at once
             row = s.scalar(sa.select(ProblemRow).filter_by(family=family, key=text))
             if row is None:
                 row = ProblemRow(family=family, key=text)

@@ -79,11 +79,14 @@ def _without_password(text: str, url: str) -> str:
     """`text` (a driver's message) with the URL's password masked wherever it appears."""
     text = text.replace(url, mask_url(url))
     try:
-        password = sa.make_url(url).password
+        parsed = sa.make_url(url)
     except (ArgumentError, ValueError, TypeError):
-        password = None
-    if password and len(str(password)) >= 3:  # shorter ones would mask ordinary letters
-        text = text.replace(str(password), "***")
+        return " ".join(text.split())
+    password = str(parsed.password or "")
+    # Not shorter ones (they would mask ordinary letters), nor one that is the user name,
+    # which the masked URL shows anyway (and which names tables: `autotune_devices`).
+    if len(password) >= 4 and password != parsed.username:
+        text = text.replace(password, "***")
     return " ".join(text.split())
 
 

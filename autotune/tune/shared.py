@@ -23,6 +23,7 @@ import optuna
 
 from autotune.errors import UsageError
 from autotune.outcomes import Status
+from autotune.search import STARTUP_TRIALS
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
 from autotune.store.locks import advisory_lock
@@ -54,7 +55,9 @@ def check_shared(sampler: str | None, fresh: bool, url: str | None) -> str:
 def shared_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=10)
+    return optuna.samplers.TPESampler(
+        seed=seed, multivariate=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS
+    )
 
 
 def _database_errors(method: Callable[..., T]) -> Callable[..., T]:

@@ -371,6 +371,18 @@ def _plan(
             )
         reason = f"{many}: the separable form filters one channel of one image with a square filter"
         return dataclasses.replace(direct, reason=reason), filt
+    if algorithm == "auto" and (pixels.dtype, pixels.out_dtype, pixels.border) != (
+        "float32",
+        "float32",
+        "none",
+    ):
+        # The separable kernels read and write float32 'valid' images: anything else would
+        # need a conversion and padding pass on the host, and could not run on device arrays.
+        reason = (
+            f"rank {rank}, but the separable form reads float32 'valid' images; the direct form reads "
+            f"{pixels.dtype} pixels and the border itself"
+        )
+        return dataclasses.replace(direct, reason=reason), filt
     if algorithm == "auto" and 2 * rank >= filter_width:
         # r terms cost about 4rF operations per output against the direct form's 2F².
         reason = f"rank {rank} at F={filter_width}: that many separable terms cost more than the direct form"

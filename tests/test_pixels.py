@@ -447,10 +447,28 @@ def test_convolve_command_reads_and_writes_png_and_tiff(tmp_path):
     assert (
         refused.returncode == 2 and "--out-dtype same" in refused.stderr and not (tmp_path / "x.png").exists()
     )
-    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "rgb.png")
-    colour = run_cli("convolve", str(tmp_path / "rgb.png"), str(tmp_path / "y.png"), "--filter", "box:3",
-                     "--out-dtype", "same", "--db", NO_DB)  # fmt: skip
-    assert colour.returncode == 2 and "colour channels" in colour.stderr
+    # colour: RGB, RGBA and a palette image, every channel filtered alike, as cv2 does
+    rgb = image_of("uint8", (23, 31, 3), rng)
+    Image.fromarray(rgb).save(tmp_path / "rgb.png")
+    Image.fromarray(image_of("uint8", (17, 12, 4), rng)).save(tmp_path / "rgba.png")
+    Image.fromarray(rgb).convert("P", palette=Image.Palette.ADAPTIVE, colors=16).save(
+        tmp_path / "palette.png"
+    )
+    same = ("--filter", "gaussian:5", "--mode", "same", "--border", "replicate", "--out-dtype", "same")
+    for name in ("rgb.png", "rgba.png", "palette.png"):
+        result = run_cli(
+            "convolve", str(tmp_path / name), str(tmp_path / f"out_{name}"), *same, "--db", NO_DB
+        )
+        assert result.returncode == 0, result.stderr
+        opened = Image.open(tmp_path / name)
+        image = np.asarray(opened.convert("RGB") if name == "palette.png" else opened)
+        got = np.asarray(Image.open(tmp_path / f"out_{name}"))
+        theirs = cv2.filter2D(image, -1, gaussian.astype(np.float32), borderType=cv2.BORDER_REPLICATE)
+        assert got.shape == image.shape and np.abs(got.astype(int) - theirs.astype(int)).max() <= 1, name
+    as_float = run_cli("convolve", str(tmp_path / "rgb.png"), str(tmp_path / "z.tif"), "--filter", "box:3",
+                       "--db", NO_DB)  # fmt: skip
+    assert as_float.returncode == 2 and "channels of uint8" in as_float.stderr
+    assert not (tmp_path / "z.tif").exists()
 
 
 @pytest.mark.parametrize("channels", [2, 3, 4])

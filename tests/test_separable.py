@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.array
 import pytest
 from scipy import signal
 
@@ -248,6 +249,14 @@ def test_auto_runs_the_form_measured_faster_here(tmp_path):
     cli_json("search", "--family", "separable", "--rank", "1", *common)
     only_separable = autotune.plan(image.shape, 5, filter=gaussian, db=db)
     assert only_separable.algorithm == "separable" and "the direct not" in only_separable.reason
+    # images the separable kernels do not read as they are stay on the direct form, which
+    # reads their pixels and border itself (and so runs on device arrays too)
+    for options in ({"mode": "same"}, {"dtype": np.uint8}, {"out_dtype": np.uint8, "dtype": np.uint8}):
+        other = autotune.plan(image.shape, 5, filter=gaussian, db=db, **options)
+        assert other.algorithm == "direct" and "reads float32 'valid' images" in other.reason
+    convolver = autotune.Convolver(image.shape, gaussian, mode="same", dtype=np.uint8, db=db)
+    frame = pyopencl.array.to_device(convolver.queue, (image * 100 + 100).astype(np.uint8))
+    assert convolver(frame).shape == image.shape
 
     cli_json("search", *common)
     chosen = autotune.plan(image.shape, 5, filter=gaussian, db=db)

@@ -311,7 +311,8 @@ def convolve_command(
     db_url: str | None,
     as_json: bool,
 ) -> None:
-    """Filter images (.npy, or greyscale PNG / TIFF) with the best known kernel: IN OUT
+    """Filter images (.npy, or PNG / TIFF: grey, grey with alpha, RGB, RGBA; every
+    channel alike) with the best known kernel: IN OUT
     for one, or IN... DIR (written as DIR/<name>, with a progress bar) for many."""
     import numpy as np
 

@@ -8,7 +8,8 @@ PoCL and Debian's PoCL, say) shows up once: the first of the identical entries w
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from autotune.errors import AutotuneError, UsageError
@@ -16,7 +17,7 @@ from autotune.errors import AutotuneError, UsageError
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    index: int
+    index: int | None  # None: a device known from the database only (`stored`)
     platform: str
     platform_version: str
     name: str
@@ -44,6 +45,20 @@ class DeviceInfo:
             "driver": self.driver_version,
             "platform": self.platform,
         }
+
+    @classmethod
+    def stored(cls, row: Any) -> DeviceInfo | None:
+        """A device as a database row records it (maybe another machine's): its
+        fingerprint from the row, its limits from the row's info; None when the info
+        is unreadable (a damaged row)."""
+        try:
+            info = json.loads(row.info)
+            values = {f.name: info[f.name] for f in fields(cls)}
+            values["max_work_item_sizes"] = tuple(int(s) for s in info["max_work_item_sizes"])
+        except (ValueError, TypeError, KeyError):
+            return None
+        identity = {"platform": row.platform, "name": row.name, "vendor": row.vendor}
+        return cls(**{**values, **identity, "driver_version": row.driver, "type": row.type, "index": None})
 
     @property
     def is_cpu(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+from autotune.device_lock import DeviceLock
 from autotune.devices import DeviceInfo, device_info
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, KernelVariant, Problem
@@ -25,6 +26,7 @@ class Evaluator:
         self.family = family
         self.device: DeviceInfo = device_info(device_index)
         self.policy = policy or TimingPolicy()
+        self.lock = DeviceLock(self.device)
         self.worker = Worker(device_index, timeout_s=timeout_s)
 
     def __enter__(self) -> Evaluator:
@@ -32,6 +34,7 @@ class Evaluator:
 
     def __exit__(self, *exc: object) -> None:
         self.worker.close()
+        self.lock.close()
 
     def evaluate(self, config: Config, problem: Problem) -> Measurement:
         try:
@@ -47,8 +50,10 @@ class Evaluator:
         self, variant: KernelVariant, problem: Problem, compiled: Future[Compiled] | None = None
     ) -> Measurement:
         """Time a rendered variant, with its binary compiled ahead when there is one (a
-        failed compile is the answer)."""
+        failed compile is the answer). No other process of this host measures on the
+        device meanwhile (`DeviceLock`)."""
         binary = compiled.result() if compiled is not None else None
         if binary is not None and binary.status is not Status.OK:
             return binary.as_failure()
-        return self.worker.measure(variant, problem, self.policy, binary)
+        with self.lock.held():
+            return self.worker.measure(variant, problem, self.policy, binary)

@@ -75,10 +75,12 @@ def choose(
     kinds: list[dict[str, Any]] | None,
     size: tuple[int, ...] | None,
     values: dict[str, Any] | None = None,
+    only_tuned: bool = False,
 ) -> list[Exported]:
     """The tuned kernel of this device for each problem kind (every tuned kind when
-    None), for the size nearest `size` (default: the largest tuned). A best compiled for
-    one input's values is exported with the values given for its kind (`values`, by
+    None; with `only_tuned`, those of `kinds` tuned on it, maybe none), for the size
+    nearest `size` (default: the largest tuned). A best compiled for one input's
+    values is exported with the values given for its kind (`values`, by
     `family.describe_kind`), else replaced by the fastest measured kernel that serves
     any input."""
     row = store.device_row(device.fingerprint)
@@ -88,13 +90,15 @@ def choose(
         kind = family.problem(problem_row.fields).kind()
         tuned.setdefault(family.describe_kind(kind), kind)
     wanted = [family.describe_kind(k) for k in kinds] if kinds is not None else list(tuned)
+    if only_tuned:
+        wanted = [label for label in wanted if label in tuned]
+        if not wanted:
+            return []
     missing = [label for label in wanted if label not in tuned]
     if not wanted or missing:
         which = missing[0] if missing else "any problem"
-        raise UsageError(
-            f"no tuned kernel for {which} on device {device.index} ({device.name}); "
-            "run `autotune search` first"
-        )
+        where = f"device {device.index} ({device.name})" if device.index is not None else device.name
+        raise UsageError(f"no tuned kernel for {which} on {where}; run `autotune search` first")
     chosen = []
     for label in wanted:
         kind = tuned[label]

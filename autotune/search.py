@@ -179,7 +179,9 @@ class Search:
             self.study.enqueue_trial(self._params(repaired))
         return None
 
-    def tell(self, trial: optuna.trial.Trial, value: float | None) -> None:
+    def tell(self, trial: optuna.trial.Trial, value: float | None, record: Any = None) -> None:
+        """`value`: the point's time, None for a failure (`record`, the stored trial, is
+        for searches that keep it; this one needs only the time)."""
         self._tell_study(trial, value)
         self._note(self._point(trial.params), value)
 

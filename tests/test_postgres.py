@@ -4,9 +4,13 @@ checks/postgres.sh): PostgreSQL alters tables in place where SQLite rebuilds the
 AUTOTUNE_TEST_POSTGRES names a server URL whose user may create databases; each test
 makes a database of its own. Without a server the test fails: it does not skip."""
 
+import contextlib
 import json
 import os
 import sqlite3
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from autotune.store import SCHEMA_HEAD, Store
-from tests.conftest import cli_json, run_cli
+from tests.conftest import ROOT, cli_json, run_cli
+from tests.test_studies import listed_studies
 
 SERVER = os.environ.get("AUTOTUNE_TEST_POSTGRES", "postgresql+psycopg://autotune:autotune@localhost/autotune")
 SECOND = Path(__file__).parent / "fixtures" / "schema_0002.db"
@@ -34,7 +39,7 @@ def database():
     url = sa.make_url(SERVER).set(database=name).render_as_string(hide_password=False)
     yield url
     with server.connect() as connection:
-        connection.exec_driver_sql(f"DROP DATABASE {name} WITH (FORCE)")
+        connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     server.dispose()
 
 
@@ -108,3 +113,226 @@ def test_schema_0002_upgrades_on_postgresql_as_on_sqlite(database, tmp_path):
     store = Store(database)
     assert store.problem_id("conv2d", {"filter_width": 9}) == len(expected) + 1
     store.close()
+
+
+def open_at_once(url: str, processes: int = 8) -> list[subprocess.CompletedProcess]:
+    """`processes` processes that open the database at `url` at the same moment (each
+    imports first, then waits for a shared start time), as many searches starting
+    together on a new database do."""
+    start = time.time() + 6
+    code = (
+        "import sys, time\n"
+        "from autotune.store import Store\n"
+        f"time.sleep(max(0.0, {start} - time.time()))\n"
+        f"Store({url!r}).close()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    running = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
+    done = []
+    for process in running:
+        _, err = process.communicate(timeout=120)
+        done.append(subprocess.CompletedProcess(process.args, process.returncode, "", err))
+    return done
+
+
+def test_eight_processes_create_a_fresh_database_at_once(database, tmp_path):
+    """The first migration of a new database is serialised (PostgreSQL: an advisory lock;
+    SQLite: the write lock): every opener succeeds and the schema is made once."""
+    for url in (database, f"sqlite:///{tmp_path / 'fresh.db'}"):
+        results = open_at_once(url)
+        assert [r.returncode for r in results] == [0] * len(results), [r.stderr[-300:] for r in results]
+        engine = sa.create_engine(url)
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT version_num FROM autotune_alembic_version")).all() == [
+                (SCHEMA_HEAD,)
+            ]
+            assert set(TABLES) <= set(sa.inspect(connection).get_table_names())
+        engine.dispose()
+        assert Store(url).schema_found == SCHEMA_HEAD
+
+
+def _one_line(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: ") and "Traceback" not in result.stderr
+    return lines[0]
+
+
+def test_database_failures_exit_1_and_never_print_the_password(database, tmp_path):
+    secret = "Wr0ngSecret"
+    wrong = sa.make_url(database).set(password=secret).render_as_string(hide_password=False)
+    no_server = sa.make_url(database).set(password=secret, port=1).render_as_string(hide_password=False)
+    commands = (
+        ["search", "-d", "0", "-s", "40x24", "-f", "3", "--trials", "1"],
+        ["best"],
+        ["history"],
+        ["show", "1"],
+        ["upgrade"],
+        ["export", "-d", "0", "--out", str(tmp_path / "out")],
+    )
+    for url, says in ((wrong, "password authentication failed"), (no_server, "port 1 failed")):
+        for command in commands:
+            result = run_cli(*command, "--db", url)
+            assert result.returncode == 1, (command, result.stderr)
+            line = _one_line(result)
+            assert secret not in result.stderr + result.stdout and ":***@" in line and says in line, line
+    # a URL that does not parse is bad input (exit 2), masked all the same
+    result = run_cli("best", "--db", f"postgresql+psycopg://autotune:{secret}@localhost:notaport/x")
+    assert result.returncode == 2 and secret not in result.stderr and ":***@" in _one_line(result)
+    assert not (tmp_path / "out").exists()
+
+
+def test_database_lost_mid_search_is_one_line_exit_1_without_the_password(database):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "search", "-d", "0", "-s", "40x24", "-f", "3"]
+        + ["--trials", "300", "--sampler", "random", "--db", database],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    engine = sa.create_engine(database, poolclass=sa.pool.NullPool)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with contextlib.suppress(sa.exc.DBAPIError), engine.connect() as connection:
+            if connection.execute(sa.text("SELECT COUNT(*) FROM autotune_trials")).scalar() >= 3:
+                break
+        time.sleep(0.3)
+    engine.dispose()
+    server = sa.create_engine(SERVER, isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:  # ends every session of the database
+        connection.exec_driver_sql(f"DROP DATABASE {sa.make_url(database).database} WITH (FORCE)")
+    server.dispose()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1, err
+    lines = [line for line in err.splitlines() if line.startswith("autotune:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert ":autotune@" not in err and ":***@" in lines[0], err
+
+
+def test_two_searches_at_once_on_a_fresh_database_each_an_optuna_study(database):
+    """Two searches (F = 3 and F = 4) start together on a new PostgreSQL database: both
+    create what they need (our schema, Optuna's tables) and finish; `optuna studies`
+    lists each width's study with every point measured."""
+    from tests.test_studies import MEASURED, check_studies
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    searches = [
+        subprocess.Popen(
+            [sys.executable, "-m", "autotune", "search", "-d", "0", "-s", "40x24", "-f", width]
+            + ["--trials", "6", "--sampler", "random", "--db", database],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for width in ("3", "4")
+    ]
+    for search in searches:
+        _, err = search.communicate(timeout=300)
+        assert search.returncode == 0, err
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        rows = [tuple(r) for r in connection.execute(sa.text(MEASURED))]
+    engine.dispose()
+    check_studies(database, rows, (3, 4))
+
+
+WORKER = """
+import sys
+from autotune.devices import device_info
+from autotune.families.landscape import LandscapeEvaluator, LandscapeFamily, LandscapeProblem
+from autotune.replay import load
+from autotune.store import Store
+from autotune.tune import Budget, Tuner
+
+url, landscape, trials, shared = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "shared"
+family = LandscapeFamily(load(landscape))
+evaluator = LandscapeEvaluator(family, device_info(0))
+store = Store(url)
+tuner = Tuner(store, 0, evaluator.device, family, [LandscapeProblem("bowl")], sampler="tpe",
+              budget=Budget(trials=trials), evaluator=evaluator, shared=shared)
+(result,) = tuner.run()
+print(result.best_ms, result.trials)
+"""
+
+
+def _workers(url: str, landscape, trials: int, count: int, mode: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", WORKER, url, str(landscape), str(trials), mode]
+    running = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+    running += [
+        subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(count - 1)
+    ]
+    outputs = []
+    for process in running:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err[-2000:]
+        outputs.append(out)
+    return outputs
+
+
+def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_path):
+    """Four processes share the search of one (device, problem) of a replayed landscape
+    through its Optuna study: no point measured twice, the budget counts all of them,
+    and the best is the one process's best for the same number of trials."""
+    from autotune.replay import load
+    from tests.test_replay import synthetic
+
+    landscape = synthetic(tmp_path / "bowl.json.gz")
+    optimum = load(landscape).optimum
+    budget = 120
+    _workers(database, landscape, budget, 4, "shared")
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        keys = connection.execute(
+            sa.text(
+                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
+                "AND status != 'invalid' GROUP BY config_key"
+            )
+        ).all()
+        best = connection.execute(sa.text("SELECT time_ms FROM autotune_best")).scalar()
+        runs = connection.execute(sa.text("SELECT COUNT(*) FROM autotune_runs")).scalar()
+    engine.dispose()
+    assert runs == 4 and all(count == 1 for _, count in keys), [k for k in keys if k[1] > 1]
+    assert len(keys) == budget  # claimed under the study's lock: the budget, all workers together
+    (one,) = _workers(f"sqlite:///{tmp_path / 'one.db'}", landscape, budget, 1, "alone")
+    assert best == float(one.split()[0]) == optimum
+
+
+def test_shared_search_from_the_command_line(database, tmp_path):
+    """Two `autotune search --shared` processes on one device of this host: one search,
+    the budget for both together, no point twice; bad combinations are one line, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "autotune", "search", "-d", "0", "-s", "40x24", "-f", "3", "--trials", "12"]
+    workers = [
+        subprocess.Popen(
+            [*argv, "--shared", "--db", database], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        keys = connection.execute(
+            sa.text(
+                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
+                "AND status != 'invalid' GROUP BY config_key"
+            )
+        ).all()
+    engine.dispose()
+    assert len(keys) == 12 and all(count == 1 for _, count in keys), keys
+    (study,) = [s for s in listed_studies(database) if " F=3 " in s["name"]]
+    for args, says in (
+        (["--shared", "--db", f"sqlite:///{tmp_path / 'x.db'}"], "--shared needs a PostgreSQL database"),
+        (["--shared", "--fresh", "--db", database], "--fresh does not go with it"),
+        (["--shared", "--sampler", "gp", "--db", database], "tpe or random, not 'gp'"),
+    ):
+        result = run_cli(*argv[3:], *args)
+        assert result.returncode == 2 and says in _one_line(result), result.stderr
+    assert not (tmp_path / "x.db").exists()

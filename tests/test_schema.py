@@ -182,6 +182,12 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
                     del manifest["device"]  # this machine's, not the fixture's
                 old["config"] = today(old["config"])
                 assert new == old
+            elif old_file.suffix == ".h":
+                # the header has a device table now: the same kernels, as device 0's entries
+                old_entries = header_entries(today_source(old_file.read_text()))
+                new_entries = header_entries(new_file.read_text())
+                device_0 = [e for e in new_entries if e.startswith("0,\n")]
+                assert device_0 == ["0,\n    " + e for e in old_entries]
             else:
                 assert new_file.read_text() == today_source(old_file.read_text()), old_file.name
     expected_notes = [
@@ -190,6 +196,12 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
         if not line.startswith("wrote")
     ]
     assert [line for line in result_lines(db, tmp_path) if not line.startswith("wrote")] == expected_notes
+
+
+def header_entries(header):
+    """The kernel entries of a C header, as text, one per kernel."""
+    table = header.split("_kernels[] = {\n", 1)[1].split("\n};", 1)[0]
+    return [entry.strip().removeprefix("{").strip() for entry in table.split("\n  },") if entry.strip()]
 
 
 def result_lines(db, tmp_path):

@@ -860,7 +860,7 @@ def test_a_process_that_lost_its_run_neither_renews_nor_ends_it(tmp_path, monkey
     its heartbeat fails, its end is not recorded, and the heartbeat thread says so."""
     from autotune.devices import device_info
     from autotune.store import Store
-    from autotune.tune import loop
+    from autotune.tune import control
 
     store = Store(db_url(tmp_path / "lease.db"))
     try:
@@ -876,8 +876,8 @@ def test_a_process_that_lost_its_run_neither_renews_nor_ends_it(tmp_path, monkey
         assert not store.heartbeat(run.id, "host-a:1")
         assert not store.set_run_status(run.id, "finished", owner="host-a:1")
         lost = []
-        monkeypatch.setattr(loop, "HEARTBEAT_S", 0.05)
-        with loop._Heartbeat(store, run.id, "host-a:1", lambda: lost.append(True)):
+        monkeypatch.setattr(control, "HEARTBEAT_S", 0.05)
+        with control.Heartbeat(store, run.id, "host-a:1", lambda: lost.append(True)):
             deadline = time.monotonic() + 10
             while not lost and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -111,14 +111,26 @@ def render(
 
 
 @click.command()
-@click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
+@click.option(
+    "--device", "-d", "device_index", type=int, default=None, help="A device of this machine [default: 0]."
+)
+@click.option(
+    "--device-name",
+    "device_pattern",
+    default=None,
+    help="Devices in the database whose name matches (a part of the name, or a pattern such as '*H200*'), "
+    "present on this machine or not; each gets a folder in --out.",
+)
+@click.option(
+    "--all-devices", is_flag=True, help="Every device with tuned kernels in the database, each in a folder."
+)
 @click.option(
     "--filter-width",
     "--filter-size",
     "-f",
     "widths_text",
     default=None,
-    help="Comma list of widths F or ROWSxF sizes [default: every kind tuned on this device].",
+    help="Comma list of widths F or ROWSxF sizes [default: every kind tuned on the device(s)].",
 )
 @click.option(
     "--image-size",
@@ -134,6 +146,16 @@ def render(
     default=None,
     help="Comma list of cl, json, header, t4 [default: cl,json and the C header of the kernels it holds].",
 )
+@click.option(
+    "--c-prefix",
+    "c_prefix",
+    default="autotune",
+    show_default=True,
+    help="Prefix of every name in the C header, and of its file name (<prefix>_kernels.h).",
+)
+@click.option(
+    "--include-guard", default=None, help="The C header's include guard [default: one unique to the export]."
+)
 @db_option
 @click.option(
     "--filter",
@@ -147,11 +169,15 @@ def render(
 @family_options
 @json_option
 def export(
-    device_index: int,
+    device_index: int | None,
+    device_pattern: str | None,
+    all_devices: bool,
     widths_text: str | None,
     size_text: str | None,
     out_dir: str,
     formats_text: str,
+    c_prefix: str,
+    include_guard: str | None,
     db_url: str | None,
     filter_path: str | None,
     family_name: str,
@@ -164,18 +190,23 @@ def export(
     A best kernel with the filter compiled in (filter_space=literal) is only right for
     that filter: it is exported with the values given by --filter, or else replaced by
     the fastest measured kernel of that width that reads its filter argument."""
-    from autotune import export as exporting
+    from autotune import export_set
     from autotune.devices import device_info
     from autotune.families import get_family
-    from autotune.families.conv2d.header import c_header, holds_in_header
+    from autotune.families.conv2d.header import check_c_name
     from autotune.families.conv2d.inputs import load_filter, parse_filter_sizes, parse_image_size
 
+    if sum((device_index is not None, device_pattern is not None, all_devices)) > 1:
+        raise UsageError("give one of --device, --device-name and --all-devices")
     asked_header = formats_text is not None and "header" in formats_text
     formats_text = formats_text if formats_text is not None else "cl,json,header"
     formats = [f.strip() for f in formats_text.split(",") if f.strip()]
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown or not formats:
         raise UsageError(f"--format takes a comma list of cl, json, header, t4; got {formats_text!r}")
+    check_c_name(c_prefix, "--c-prefix")
+    if include_guard is not None:
+        check_c_name(include_guard, "--include-guard")
     family = get_family(family_name)
     if not asked_header and not family.writes_c_header:
         formats = [f for f in formats if f != "header"]
@@ -188,55 +219,34 @@ def export(
     size = parse_image_size(size_text) if size_text else None
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url, read_only=True)
-    info = device_info(device_index)
-    kinds = family.kinds(widths or [], ranks, pixels)
-    kinds = kinds if widths is not None else None
+    several = device_pattern is not None or all_devices
+    if several:
+        devices = export_set.stored_devices(store, family, device_pattern)
+    else:
+        devices = [device_info(device_index or 0)]
+    kinds = family.kinds(widths or [], ranks, pixels) if widths is not None else None
     values = {}
     if taps is not None:
         kind, given = family.values_of_filter(taps)
-        kind = {**kind, **pixels}
-        values[family.describe_kind(kind)] = given
-    chosen = exporting.choose(store, family, info, kinds, size, values)
-    if set(values) - {family.describe_kind(e.problem.kind()) for e in chosen}:
-        raise UsageError(
-            f"no tuned kernel for {next(iter(values))} on device {device_index} ({info.name}); "
-            "run `autotune search` first"
-        )
-    for item in chosen:
-        if item.note and not as_json:
-            click.echo(item.note)
+        values[family.describe_kind({**kind, **pixels})] = given
+    request = export_set.ExportRequest(kinds, size, values, formats, asked_header, c_prefix, include_guard)
     out = Path(out_dir)
-    files: list[tuple[Path, str]] = []
-    for item in chosen:
-        source, manifest_file = exporting.kernel_files(
-            family, item.variant, out, info, item.problem, item.time_ms
-        )
-        files += [f for f, form in ((source, "cl"), (manifest_file, "json")) if form in formats]
-    # Unasked, the header holds the kernels it can (float32 'valid' ones), if any.
-    in_header = chosen if asked_header else [e for e in chosen if holds_in_header(e.variant)]
-    if "header" in formats and in_header:
-        header = c_header(
-            [
-                (e.variant, exporting.manifest(family, e.variant, "", info, e.problem, e.time_ms))
-                for e in in_header
-            ]
-        )
-        files.append((out / "autotune_kernels.h", header))
-    if "t4" in formats:
-        problem_ids = {e.problem_id for e in chosen}
-        row = store.device_row(info.fingerprint)
-        trials = [t for t in store.trials(device_id=row.id if row else -1) if t.problem_id in problem_ids]
-        data = exporting.t4_results(trials, store.problems(), family)
-        files.append((out / "autotune_t4.json", json.dumps(data, indent=1) + "\n"))
+    files, parts = export_set.plan(store, family, devices, request, out, several)
+    for part in parts:
+        for item in part.chosen:
+            if item.note and not as_json:
+                click.echo(f"{part.device.name}: {item.note}" if several else item.note)
     try:
         # every file or none: a failure leaves whatever an earlier export wrote as it was
-        out.mkdir(parents=True, exist_ok=True)
+        for folder in sorted({path.parent for path, _ in files}):
+            folder.mkdir(parents=True, exist_ok=True)
         written = write_files(files)
     except OSError as exc:
         raise AutotuneError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     if as_json:
         kernels = [
             {
+                "device": part.device.name,
                 "problem": family.describe_kind(e.problem.kind()),
                 **e.problem.kind(),
                 "image_size": list(e.problem.size),
@@ -244,12 +254,17 @@ def export(
                 "config": e.variant.config,
                 "note": e.note,
             }
-            for e in chosen
+            for part in parts
+            for e in part.chosen
         ]
-        emit(
-            "export",
-            {"device": device_record(info), "written": [str(p) for p in written], "kernels": kernels},
-        )
+        records = [device_record(part.device) for part in parts]
+        data = {
+            "device": records[0],
+            "devices": records,
+            "written": [str(p) for p in written],
+            "kernels": kernels,
+        }
+        emit("export", data)
         return
     for path in written:
         click.echo(f"wrote {path}")

@@ -29,6 +29,13 @@ from autotune.files import write_file
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
 @click.option(
+    "--shared",
+    is_flag=True,
+    help="Share the search with every --shared process of the same device model on this database server "
+    "(PostgreSQL): one Optuna study per problem, no point measured twice; --trials counts them all "
+    "[sampler: tpe or random].",
+)
+@click.option(
     "--compilers",
     type=int,
     default=None,
@@ -48,6 +55,7 @@ def search(
     sampler: str | None,
     seed: int,
     fresh: bool,
+    shared: bool,
     compilers: int | None,
     db_url: str | None,
     as_json: bool,
@@ -60,10 +68,13 @@ def search(
     from autotune.families.conv2d.inputs import image_size, parse_filter_sizes
     from autotune.search import DEFAULT_SAMPLER, SAMPLERS
     from autotune.tune import Budget, Tuner
+    from autotune.tune.shared import check_shared
 
     family = get_family(family_name)
     widths = parse_filter_sizes(widths_text)
     kinds = family.kinds(widths, parse_ranks(ranks_text), pixels)
+    if shared:
+        sampler = check_shared(sampler, fresh, db_url)
     sampler = sampler or DEFAULT_SAMPLER
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
@@ -128,6 +139,7 @@ def search(
         fresh=fresh,
         listener=listen,
         compilers=compilers,
+        shared=shared,
     )
     with bars:
         results = tuner.run()

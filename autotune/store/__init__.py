@@ -8,7 +8,6 @@ databases up to date when they are opened.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ from autotune.store.engine import (
     check_url,
     connect_read_only,
     default_url,
+    failure,
+    mask_url,
     peek_revision,
     retry_locked,
     sqlite_file,
@@ -33,6 +34,7 @@ from autotune.store.engine import (
     upgraded_copy,
 )
 from autotune.store.lease import lease_gone, lease_owner
+from autotune.store.locks import advisory_xact_lock
 from autotune.store.migrate import check_revision, current_revision, upgrade
 from autotune.store.models import (
     SCHEMA_HEAD,
@@ -58,6 +60,7 @@ __all__ = [
     "Trial",
     "config_key",
     "default_url",
+    "mask_url",
     "lease_owner",
     "now",
     "sqlite_file",
@@ -106,13 +109,13 @@ class Store:
         try:
             self.engine = sa.create_engine(parsed)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
-            raise UsageError(f"unsupported database URL {self.url!r}: {exc}") from None
+            raise UsageError(f"unsupported database URL {mask_url(self.url)!r}: {exc}") from None
         if parsed.get_backend_name() == "sqlite":
             sqlite_pragmas(self.engine)
         try:
             retry_locked(self._migrate)
         except (OperationalError, DatabaseError) as exc:
-            raise UsageError(f"cannot use the database {self.url}: {exc.orig or exc}") from None
+            raise failure(self.url, exc) from None
         self._file = self._identity()
 
     def _open_read_only(self, parsed: sa.URL, path: Path | None) -> Engine:
@@ -124,13 +127,13 @@ class Store:
             else:
                 engine = sa.create_engine(parsed)
         except (NoSuchModuleError, ImportError, ArgumentError) as exc:
-            raise UsageError(f"unsupported database URL {self.url!r}: {exc}") from None
+            raise UsageError(f"unsupported database URL {mask_url(self.url)!r}: {exc}") from None
         try:
             revision = retry_locked(lambda: current_revision(engine))
         except (OperationalError, DatabaseError) as exc:
             engine.dispose()
-            raise UsageError(f"cannot read the database {self.url}: {exc.orig or exc}") from None
-        where = path if path is not None else parsed.render_as_string(hide_password=True)
+            raise failure(self.url, exc, "read") from None
+        where = path if path is not None else mask_url(parsed)
         if revision is None:
             engine.dispose()
             raise UsageError(
@@ -180,7 +183,7 @@ class Store:
             with Session(self.engine, expire_on_commit=False) as session, session.begin():
                 yield session
         except (OperationalError, DatabaseError) as exc:
-            raise AutotuneError(f"database error ({self.url}): {exc.orig or exc}") from None
+            raise failure(self.url, exc) from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -190,6 +193,7 @@ class Store:
     def device_id(self, info: Any) -> int:
         fp = info.fingerprint
         with self.session() as s:
+            advisory_xact_lock(s, f"device {json.dumps(fp, sort_keys=True)}")  # two searches starting at once
             row = s.scalar(
                 sa.select(Device).filter_by(
                     platform=fp["platform"], name=fp["name"], vendor=fp["vendor"], driver=fp["driver"]
@@ -211,6 +215,7 @@ class Store:
     def problem_id(self, family: str, key: dict[str, Any]) -> int:
         text = problem_key(key)
         with self.session() as s:
+            advisory_xact_lock(s, f"problem {family} {text}")  # two searches starting at once
             row = s.scalar(sa.select(ProblemRow).filter_by(family=family, key=text))
             if row is None:
                 row = ProblemRow(family=family, key=text)
@@ -229,9 +234,7 @@ class Store:
         when its heartbeat is older than `stale_s`, or it was a process of this host that
         no longer exists."""
         with self.session() as s:
-            if self.engine.dialect.name == "postgresql":
-                lock = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big", signed=True)
-                s.execute(sa.text("SELECT pg_advisory_xact_lock(:lock)"), {"lock": lock})
+            advisory_xact_lock(s, key)
             run = s.scalar(
                 sa.select(Run).filter_by(device_id=device_id, key=key).order_by(Run.id.desc()).limit(1)
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sqlite3
 import time
 import urllib.parse
@@ -15,10 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import StaticPool
 
-from autotune.errors import UsageError
+from autotune.errors import AutotuneError, UsageError
 from autotune.store.migrate import upgrade
 from autotune.store.models import VERSION_TABLE
 
@@ -65,11 +66,46 @@ def sqlite_pragmas(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def mask_url(url: str | sa.URL) -> str:
+    """A database URL as it may be printed: its password replaced by ***. Also for text
+    that does not parse as a URL (`user:secret@host` is masked all the same)."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        return re.sub(r"(://[^/@:]*:)[^@]*@", r"\1***@", str(url))
+
+
+def _without_password(text: str, url: str) -> str:
+    """`text` (a driver's message) with the URL's password masked wherever it appears."""
+    text = text.replace(url, mask_url(url))
+    try:
+        parsed = sa.make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return " ".join(text.split())
+    password = str(parsed.password or "")
+    # Not shorter ones (they would mask ordinary letters), nor one that is the user name,
+    # which the masked URL shows anyway (and which names tables: `autotune_devices`).
+    if len(password) >= 4 and password != parsed.username:
+        text = text.replace(password, "***")
+    return " ".join(text.split())
+
+
+def failure(url: str, exc: Exception, doing: str = "use") -> AutotuneError:
+    """One line for a database error met while opening or using the database at `url`,
+    with its password masked. An SQLite file that is not a database (corrupt, foreign)
+    is bad input (exit 2); a database that cannot be reached or used (server down,
+    wrong password, no such database, locked, disk full) is a failure at run time (1)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    message = f"cannot {doing} the database {mask_url(url)}: {_without_password(str(orig), url)}"
+    bad_file = isinstance(orig, sqlite3.DatabaseError) and not isinstance(orig, sqlite3.OperationalError)
+    return UsageError(message) if bad_file else AutotuneError(message)
+
+
 def parse(url: str) -> sa.URL:
     try:
         return sa.make_url(url)
-    except ArgumentError:
-        raise UsageError(f"not a database URL: {url!r} (e.g. sqlite:///tuning.db)") from None
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise UsageError(f"not a database URL: {mask_url(url)!r} (e.g. sqlite:///tuning.db)") from None
 
 
 def sqlite_file(url: str) -> Path | None:

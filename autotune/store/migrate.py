@@ -9,6 +9,7 @@ from sqlalchemy.engine import Engine
 
 from autotune.errors import UsageError
 from autotune.resources import resource_path
+from autotune.store.locks import MIGRATION_LOCK, advisory_xact_lock
 from autotune.store.models import SCHEMA_HEAD, VERSION_TABLE
 
 
@@ -58,6 +59,9 @@ def upgrade(engine: Engine) -> None:
             raw.execute("PRAGMA foreign_keys = OFF")  # type: ignore[union-attr]
         try:
             with connection.begin():
+                # Many processes may open a new database at once: one migrates, the others
+                # wait here and then find it done (SQLite: BEGIN IMMEDIATE's write lock).
+                advisory_xact_lock(connection, MIGRATION_LOCK)
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")
                 if sqlite:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
@@ -30,6 +31,7 @@ class Ledger:
         self.device_id = device_id
         self.problem_id = problem_id
         self.run_id = run_id
+        self.on_record: Callable[[Trial], None] | None = None  # told of each trial recorded
         self.trials: list[Trial] = []
         self.first: dict[str, Trial] = {}  # config key -> its first measurement of today's kernel
         self._keys: dict[int, str | None] = {}  # trial id -> config key under today's space
@@ -136,6 +138,8 @@ class Ledger:
             kernel_sha=kernel_sha if m.status is not Status.INVALID else None,
         )
         self._add(trial)
+        if self.on_record is not None:
+            self.on_record(trial)
         return trial
 
     def record_cached(self, earlier: Trial, number: int) -> Trial:

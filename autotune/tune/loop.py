@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +32,11 @@ from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
 from autotune.search import DEFAULT_SAMPLER, Search, SearchOptions
 from autotune.space import Config
 from autotune.store import Store, config_key, lease_owner, now
+from autotune.tune.control import LEASE_STALE_S, Heartbeat, StopFlag
 from autotune.tune.ledger import Ledger
 from autotune.tune.retime import cross_check, retime
+from autotune.tune.shared import SharedSearch, check_shared
+from autotune.tune.studies import Studies
 from autotune.tune.summary import ProblemResult, summarise
 
 WARM_START = 8  # warm start: up to this many distinct best configs of other problems, nearest first
@@ -45,65 +46,6 @@ WARM_START = 8  # warm start: up to this many distinct best configs of other pro
 class Budget:
     trials: int | None = 60  # per problem, counting measured and cached points
     time_s: float | None = None  # for the whole search, shared among problems
-
-
-class StopFlag:
-    """Ctrl-C (or SIGTERM) once: finish the current trial, then stop, the run marked
-    interrupted. Twice: stop now."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    @contextmanager
-    def installed(self) -> Iterator[StopFlag]:
-        def handler(signum: int, frame: Any) -> None:
-            if self.requested:
-                raise KeyboardInterrupt
-            self.requested = True
-
-        try:
-            previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
-        except ValueError:  # not the main thread: no signal handling
-            yield self
-            return
-        try:
-            yield self
-        finally:
-            for number, earlier in previous.items():
-                signal.signal(number, earlier)
-
-
-# A run is measured by one process: it renews its lease every HEARTBEAT_S; another
-# process takes the run over once the lease is LEASE_STALE_S old (at once when the
-# holder was a process of this host that is gone).
-HEARTBEAT_S = 10.0
-LEASE_STALE_S = 120.0
-
-
-class _Heartbeat:
-    """Renews a run's lease from a thread while the search runs (a kernel that takes
-    minutes must not let the lease lapse); `on_lost` is called once if another process
-    has taken the run over meanwhile."""
-
-    def __init__(self, store: Store, run_id: int, owner: str, on_lost: Callable[[], None]) -> None:
-        self.store, self.run_id, self.owner, self.on_lost = store, run_id, owner, on_lost
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="run-heartbeat", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._done.wait(HEARTBEAT_S):
-            with contextlib.suppress(AutotuneError):
-                if not self.store.heartbeat(self.run_id, self.owner):
-                    self.on_lost()
-                    return
-
-    def __enter__(self) -> _Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
 
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -141,10 +83,15 @@ class Tuner:
         evaluator: Any = None,
         warm_start: int = WARM_START,
         search_options: SearchOptions | None = None,
+        studies: bool = True,
+        shared: bool = False,
     ) -> None:
         """`evaluator`: what measures (default: an Evaluator on the device, in a worker
         process); anything with `device`, `evaluate` and `measure` will do.
-        `search_options`: the `gp` sampler's settings (default: `SearchOptions()`)."""
+        `search_options`: the `gp` sampler's settings (default: `SearchOptions()`).
+        `studies`: keep each problem's trials as an Optuna study in the database too.
+        `shared`: search with every other shared worker of the device model, through
+        those studies (`autotune.tune.shared`; the sampler is tpe or random)."""
         self.store = store
         self.device_index = device_index
         self.device = device
@@ -170,6 +117,11 @@ class Tuner:
         self.owner = lease_owner()
         self.lease_lost = False
         self.search_options = search_options
+        self.studies = studies or shared
+        self.shared = shared
+        if shared:
+            check_shared(sampler, fresh, store.url)
+        self._studies: Studies | None = None  # once the run is open
 
     # -- the run ----------------------------------------------------------------
 
@@ -199,7 +151,7 @@ class Tuner:
             "time_budget_s": self.budget.time_s,
             "tool_version": __version__,
         }
-        if self.fresh:
+        if self.fresh or self.shared:  # a shared search: a run of this worker's own
             self.run_id = self.store.start_run(
                 owner=self.owner, device_id=self.device_id, key=key, **fields
             ).id
@@ -231,6 +183,8 @@ class Tuner:
         if not self._start():
             return [self.summary(problem) for problem in self.problems]
         assert self.run_id is not None
+        if self.studies:
+            self._studies = Studies(self.store, self.family, self.device, mirror_records=not self.shared)
         results: list[ProblemResult] = []
         deadline = time.monotonic() + self.budget.time_s if self.budget.time_s else None
         try:
@@ -239,7 +193,7 @@ class Tuner:
                 compilers = 0 if self.device.is_cpu or self.evaluator is not None else default_compilers()
             measuring = self.evaluator or Evaluator(self.device_index, self.family, policy=self.policy)
             with (
-                _Heartbeat(self.store, self.run_id, self.owner, self._lost_lease),
+                Heartbeat(self.store, self.run_id, self.owner, self._lost_lease),
                 self.stop.installed(),
                 measuring as evaluator,
                 CompilePool(self.device_index, compilers) if compilers > 0 else nullcontext() as pool,
@@ -275,7 +229,10 @@ class Tuner:
     def _ledger(self, problem: Problem) -> Ledger:
         assert self.device_id is not None and self.run_id is not None
         problem_id = self.store.problem_id(self.family.name, problem.key())
-        return Ledger(self.store, self.family, problem, self.device_id, problem_id, self.run_id)
+        ledger = Ledger(self.store, self.family, problem, self.device_id, problem_id, self.run_id)
+        if self._studies is not None:
+            self._studies.attach(ledger, problem)
+        return ledger
 
     def _label(self, problem: Problem) -> str:
         return self.family.describe_kind(problem.kind())
@@ -289,13 +246,18 @@ class Tuner:
         family, label = self.family, self._label(problem)
         ledger = self._ledger(problem)
         result = ProblemResult(problem, label)
-        search = Search(
-            family.space,
-            self.sampler,
-            self.seed + _seed_offset(problem),
-            valid=lambda c: not family.violations(c, problem, self.device),
-            options=self.search_options,
-        )
+        seed = self.seed + _seed_offset(problem)
+
+        def valid(config: Config) -> bool:
+            return not family.violations(config, problem, self.device)
+
+        if not self.shared:
+            search: Any = Search(family.space, self.sampler, seed, valid=valid, options=self.search_options)
+        else:
+            assert self._studies is not None
+            seed += 7919 * (self.run_id or 0)  # each worker its own
+            study = self._studies.shared(ledger, problem, self.sampler, seed)
+            search = SharedSearch(self.store, study, family.space, valid, self.budget.trials, seed)
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:
                 search.add_history(json.loads(key), trial.time_ms if trial.status == Status.OK else None)
@@ -346,7 +308,7 @@ class Tuner:
                 record = ledger.record(
                     m, item.config, item.key, item.origin, result.trials, variant.fingerprint
                 )
-            search.tell(item.trial, record.time_ms if record.status == Status.OK else None)
+            search.tell(item.trial, record.time_ms if record.status == Status.OK else None, record)
             result.trials += 1
             if record.status != Status.OK:
                 result.failures[record.status] += 1
@@ -365,6 +327,8 @@ class Tuner:
                 item.future.cancel()
 
         result.interrupted = self.stop.requested
+        if self.shared:
+            ledger = self._ledger(problem)  # what every worker measured
         if not self.stop.requested:
             retime(ledger, evaluator, self.retime_top, self.retime_rounds, lambda: self.stop.requested)
         summarise(ledger, result)

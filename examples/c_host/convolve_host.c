@@ -7,10 +7,14 @@
  * OUTPUT: raw float32, (W-F+1) x (H-F+1), row-major; the size is printed.
  * DEVICE: index over all platforms' devices in the loader's order (default 0).
  *
- * Plain OpenCL 1.2 C API, nothing else: what any C/C++ project needs to use the
- * tuned kernels. A filter width that was not exported is an error. */
+ * The kernel is picked at run time from the header's table by the device's platform
+ * and name: the one tuned on that device, else the header's default entry for the
+ * filter width (stderr says which). Plain OpenCL 1.2 C API, nothing else: what any C/C++
+ * project needs to use the tuned kernels. A filter width that was not exported is an
+ * error. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +32,15 @@ static void check(cl_int status, const char *what) {
         fprintf(stderr, "convolve_host: %s failed (OpenCL error %d)\n", what, (int)status);
         exit(1);
     }
+}
+
+/* Drivers may pad names with spaces; the header holds them trimmed. */
+static void trim(char *text) {
+    size_t start = 0, end = strlen(text);
+    while (start < end && isspace((unsigned char)text[start])) ++start;
+    while (end > start && isspace((unsigned char)text[end - 1])) --end;
+    memmove(text, text + start, end - start);
+    text[end - start] = '\0';
 }
 
 static float *read_pgm(const char *path, int *width, int *height) {
@@ -91,8 +104,6 @@ int main(int argc, char **argv) {
     float *image = strchr(image_path, ':') ? read_raw(image_path, &in_width, &in_height)
                                            : read_pgm(image_path, &in_width, &in_height);
     float *filter = read_filter(filter_path, &filter_width);
-    const autotune_kernel *k = autotune_find_kernel(filter_width);
-    if (!k) die("no exported kernel for this filter width");
     if (in_width < filter_width || in_height < filter_width) die("the image is smaller than the filter");
     int out_width = in_width - filter_width + 1, out_height = in_height - filter_width + 1;
 
@@ -103,17 +114,33 @@ int main(int argc, char **argv) {
     cl_platform_id *platforms = malloc(platform_count * sizeof(cl_platform_id));
     check(clGetPlatformIDs(platform_count, platforms, NULL), "clGetPlatformIDs");
     cl_device_id device = NULL;
+    cl_platform_id platform = NULL;
     int seen = 0;
     for (cl_uint p = 0; p < platform_count && !device; ++p) {
         cl_uint n = 0;
         if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n) != CL_SUCCESS) continue;
         cl_device_id *devices = malloc(n * sizeof(cl_device_id));
         clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n, devices, NULL);
-        if (device_index < seen + (int)n) device = devices[device_index - seen];
+        if (device_index < seen + (int)n) {
+            device = devices[device_index - seen];
+            platform = platforms[p];
+        }
         seen += (int)n;
         free(devices);
     }
     if (!device) die("no OpenCL device with that index");
+
+    /* This device's kernel from the header's table, by platform and device name. */
+    char platform_name[1024], device_name[1024];
+    check(clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof platform_name, platform_name, NULL),
+          "clGetPlatformInfo");
+    check(clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof device_name, device_name, NULL), "clGetDeviceInfo");
+    trim(platform_name);
+    trim(device_name);
+    const autotune_kernel *k = autotune_find_kernel_for(platform_name, device_name, filter_width);
+    if (!k) die("no exported kernel for this filter width");
+    fprintf(stderr, "convolve_host: %s (%s): %s\n", device_name, platform_name,
+            k->device < 0 ? "no kernel tuned on it, using the default entry" : "kernel tuned on it");
 
     cl_int status;
     cl_context context = clCreateContext(NULL, 1, &device, NULL, NULL, &status);

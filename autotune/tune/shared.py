@@ -1,0 +1,174 @@
+"""Many workers, one search: every `autotune search --shared` process pointed at one
+database server asks the same Optuna study (one per device model and problem, the one
+that `studies` keeps) for its next point, through Optuna's own distributed ask/tell
+over the RDB storage. TPE's constant liar counts the points other workers are
+measuring as taken while it proposes.
+
+A point is measured by one worker only: after asking, a worker claims the point under
+a PostgreSQL advisory lock of the study, and gives it up when any trial of the study
+already holds it (measured by a worker, being measured, or measured before and added
+to the study from our tables). Points given up, and points the device cannot run, are
+told as FAIL with a `skipped` attribute saying why; the sampler learns nothing from
+them and no budget counts them. `--trials` counts the points the workers claimed,
+all of them together."""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import optuna
+
+from autotune.errors import UsageError
+from autotune.outcomes import Status
+from autotune.search import STARTUP_TRIALS
+from autotune.space import Config, SearchSpace
+from autotune.store import Store, config_key
+from autotune.store.locks import advisory_lock
+from autotune.tune.studies import MAX_SKIPS, database_errors, distributions, measured_attributes
+
+SHARED_SAMPLERS = ("tpe", "random")
+T = TypeVar("T")
+
+
+def check_shared(sampler: str | None, fresh: bool, url: str | None) -> str:
+    """The sampler of a shared search, or bad usage: shared searches need a database
+    server (their claims take PostgreSQL's advisory locks) and one of Optuna's samplers."""
+    from autotune.store import default_url
+    from autotune.store.engine import parse
+
+    if fresh:
+        raise UsageError("--shared joins the shared search; --fresh does not go with it")
+    if parse(url or default_url()).get_backend_name() != "postgresql":
+        raise UsageError(
+            "--shared needs a PostgreSQL database (--db postgresql+psycopg://...), which every worker reaches"
+        )
+    if sampler is not None and sampler not in SHARED_SAMPLERS:
+        raise UsageError(
+            f"--shared asks Optuna's own samplers: {' or '.join(SHARED_SAMPLERS)}, not {sampler!r}"
+        )
+    return sampler or "tpe"
+
+
+def shared_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(
+        seed=seed, multivariate=True, constant_liar=True, n_startup_trials=STARTUP_TRIALS
+    )
+
+
+def _database_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """A method of `SharedSearch` whose storage failures are our one-line failure."""
+
+    @functools.wraps(method)
+    def wrapped(self: SharedSearch, *args: Any, **kwargs: Any) -> T:
+        with database_errors(self.store.url):
+            return method(self, *args, **kwargs)
+
+    return wrapped
+
+
+class SharedSearch:
+    """The `Search` interface the tuning loop uses, on a study every worker shares."""
+
+    exhausted = False
+
+    def __init__(
+        self,
+        store: Store,
+        study: optuna.Study,
+        space: SearchSpace,
+        valid: Any,
+        budget: int | None,
+        seed: int = 0,
+    ) -> None:
+        self.store, self.study, self.space, self.valid, self.budget = store, study, space, valid, budget
+        self.distributions = distributions(space)
+        self.random = random.Random(
+            study.sampler._rng.rng.randint(0, 2**31) if hasattr(study.sampler, "_rng") else 0
+        )
+
+    def _lock(self) -> Any:
+        return advisory_lock(self.store.engine, f"shared study {self.study.study_name}")
+
+    def add_history(self, config: Config, value: float | None) -> None:
+        """Nothing: the study holds what was measured before (added from our tables)."""
+
+    @_database_errors
+    def enqueue(self, config: Config) -> None:
+        """Queue a point (a preset, a warm start) unless the study has it already."""
+        with self._lock():
+            if not any(t.params == config for t in self.study.get_trials(deepcopy=False)):
+                self.study.enqueue_trial(config, skip_if_exists=False)
+
+    @_database_errors
+    def ask(self) -> tuple[optuna.trial.Trial, Config] | None:
+        """A point no worker measured or is measuring, claimed for this one; None once the
+        workers together have claimed the budget. A proposal that is taken or invalid is
+        given up and its nearest free valid point queued instead (as `Search` repairs)."""
+        for _ in range(MAX_SKIPS):
+            trial = self.study.ask(self.distributions)
+            config = self.space.complete(trial.params)
+            usable = self.valid(config)
+            with self._lock():
+                trials = self.study.get_trials(deepcopy=False)
+                if (
+                    self.budget is not None
+                    and sum(1 for t in trials if t.user_attrs.get("claimed")) >= self.budget
+                ):
+                    self._skip(trial, "budget spent")
+                    return None
+                held = {config_key(t.params) for t in trials if t.number != trial.number and _holds_point(t)}
+                if usable and config_key(config) not in held:
+                    trial.set_user_attr("claimed", True)
+                    return trial, config
+            self._skip(trial, "taken" if usable else "invalid")
+            repaired = self._repair(config, held)
+            if repaired is None:
+                return None
+            self.study.enqueue_trial(repaired, skip_if_exists=False)
+        return None
+
+    def _repair(self, config: Config, held: set[str]) -> Config | None:
+        """The nearest valid point no trial holds: one knob changed, then two, ..."""
+        names = list(self.space.knobs)
+        current = [config]
+        for _ in range(len(names)):
+            changed = [
+                {**base, name: value}
+                for base in current
+                for name in names
+                for value in self.space.knobs[name].values
+                if value != base[name]
+            ]
+            self.random.shuffle(changed)
+            for candidate in changed:
+                if config_key(candidate) not in held and self.valid(candidate):
+                    return candidate
+            current = self.random.sample(changed, min(len(changed), 20))
+        return None
+
+    @_database_errors
+    def tell(self, trial: optuna.trial.Trial, value: float | None, record: Any = None) -> None:
+        if record is not None:
+            for key, attribute in measured_attributes(record).items():
+                trial.set_user_attr(key, attribute)
+        ok = value is not None and (record is None or record.status == Status.OK)
+        if ok:
+            self.study.tell(trial, value)
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _skip(self, trial: optuna.trial.Trial, why: str) -> None:
+        trial.set_user_attr("skipped", why)
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def _holds_point(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a trial of the study stands for a measurement of its point: claimed by a
+    worker, or added from our tables; not one given up."""
+    attrs = trial.user_attrs
+    return not attrs.get("skipped") and (attrs.get("claimed") or "trial_id" in attrs)

@@ -4,7 +4,7 @@ launch point, float32 rounding."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,20 @@ def check_pixels(dtype: str, out_dtype: str, border: str) -> None:
             raise UsageError(f"{name} must be one of {', '.join(PIXEL_TYPES)}, got {value!r}")
     if border not in BORDERS:
         raise UsageError(f"border must be one of {', '.join(BORDERS)}, got {border!r}")
+
+
+def pixel_words(kind: Mapping[str, Any]) -> list[str]:
+    """How a kind's pixels, border and anchor read in its name (`uint8->uint8 mirror
+    anchor=1`), where they are not the defaults."""
+    words = []
+    dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
+    if (dtype, out_dtype) != ("float32", "float32"):
+        words.append(f"{dtype}->{out_dtype}")
+    if kind.get("border", "none") != "none":
+        words.append(kind["border"])
+    if kind.get("anchor", -1) != -1:
+        words.append(f"anchor={kind['anchor']}")
+    return words
 
 
 def border_name(border: object) -> str:
@@ -112,21 +126,36 @@ def pad_for_border(
 LAUNCH = "global[d] = roundup(ceil(out[d] / work_per_item[d]), local_size[d]), d = x, y"
 
 
-class ValidImage:
-    """What a 'valid' filtering of an image by an F x F filter has in any family: the
-    input is the output grown by F - 1 each way; one output per launch point."""
+class FilteredImage:
+    """What filtering an image has in any family: 'valid' output (border `none`: the
+    input is the output grown by the filter less one each way) or 'same' (input and
+    output of one size); pixels written in `out_dtype`; one output per launch point."""
 
     filter_width: int
     out_width: int
     out_height: int
 
     @property
+    def same(self) -> bool:
+        """'same' output: the input is as large as the output, edges read through the border."""
+        return getattr(self, "border", "none") != "none"
+
+    @property
+    def filter_rows(self) -> int:
+        """Rows of taps (the filter's height)."""
+        return self.filter_width
+
+    @property
     def in_width(self) -> int:
-        return self.out_width + self.filter_width - 1
+        return self.out_width if self.same else self.out_width + self.filter_width - 1
 
     @property
     def in_height(self) -> int:
-        return self.out_height + self.filter_width - 1
+        return self.out_height if self.same else self.out_height + self.filter_rows - 1
+
+    @property
+    def output_dtype(self) -> np.dtype:
+        return np.dtype(getattr(self, "out_dtype", "float32"))
 
     @property
     def min_bytes(self) -> int:

@@ -26,7 +26,7 @@ from autotune.families.conv2d.render import (
     generate,
     literal_filter,
 )
-from autotune.families.image import LAUNCH, shrink_work_group
+from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
 from autotune.space import Config
 
 # What exported kernels look like to a host program (DESIGN.md's kernel ABI).
@@ -90,14 +90,7 @@ class Conv2D(KernelFamily):
         """`F=5`, or with another height, other pixels, a border, an anchor or channels
         `F=3x4 uint8->uint8 mirror anchor=1 3ch` (unique per kind)."""
         height = f"{kind['filter_height']}x" if kind.get("filter_height", 0) else ""
-        words = [f"F={height}{kind['filter_width']}"]
-        dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
-        if (dtype, out_dtype) != ("float32", "float32"):
-            words.append(f"{dtype}->{out_dtype}")
-        if kind.get("border", "none") != "none":
-            words.append(kind["border"])
-        if kind.get("anchor", -1) != -1:
-            words.append(f"anchor={kind['anchor']}")
+        words = [f"F={height}{kind['filter_width']}", *pixel_words(kind)]
         if kind.get("anchor_y", -1) != -1:
             words.append(f"anchor_y={kind['anchor_y']}")
         if kind.get("channels", 1) != 1:

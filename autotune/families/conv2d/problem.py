@@ -16,7 +16,7 @@ from autotune.errors import UsageError
 from autotune.families.base import Problem
 from autotune.families.image import (
     FLOAT32_EPS,
-    ValidImage,
+    FilteredImage,
     check_pixels,
     pad_for_border,
     rounding_error,
@@ -27,7 +27,7 @@ MAX_CHANNELS = 4
 
 
 @dataclass(frozen=True)
-class Conv2DProblem(ValidImage, Problem):
+class Conv2DProblem(FilteredImage, Problem):
     """Correlation of an image of pixel type `dtype` with a float32 filter of
     `filter_rows` x `filter_width` taps (F x F unless `filter_height` says otherwise),
     into `out_dtype` pixels: 'valid' (border `none`: the input is the output grown by
@@ -98,19 +98,6 @@ class Conv2DProblem(ValidImage, Problem):
         return (self.filter_rows, self.filter_width)
 
     @property
-    def same(self) -> bool:
-        """'same' output: the input is as large as the output, edges read through the border."""
-        return self.border != "none"
-
-    @property
-    def in_width(self) -> int:
-        return self.out_width if self.same else self.out_width + self.filter_width - 1
-
-    @property
-    def in_height(self) -> int:
-        return self.out_height if self.same else self.out_height + self.filter_rows - 1
-
-    @property
     def anchor_column(self) -> int:
         """The column of filter taps over the output pixel in 'same' output."""
         return self.filter_width // 2 if self.anchor == -1 else self.anchor
@@ -119,10 +106,6 @@ class Conv2DProblem(ValidImage, Problem):
     def anchor_row(self) -> int:
         """The row of filter taps over the output pixel in 'same' output."""
         return self._default_row() if self.anchor_y == -1 else self.anchor_y
-
-    @property
-    def output_dtype(self) -> np.dtype:
-        return np.dtype(self.out_dtype)
 
     @property
     def min_bytes(self) -> int:

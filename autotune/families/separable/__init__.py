@@ -18,7 +18,7 @@ from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
-from autotune.families.image import LAUNCH, shrink_work_group
+from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
 from autotune.families.separable.problem import MAX_RANK, SeparableProblem
 from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_rank, generate, literal_taps
 from autotune.families.separable.terms import separable_terms
@@ -68,15 +68,7 @@ class Separable(KernelFamily):
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
         """`F=5,rank=1`, or with other pixels, a border or an anchor
         `F=5,rank=1 uint8->uint8 mirror anchor=1`."""
-        words = [f"F={kind['filter_width']},rank={kind['rank']}"]
-        dtype, out_dtype = kind.get("dtype", "float32"), kind.get("out_dtype", "float32")
-        if (dtype, out_dtype) != ("float32", "float32"):
-            words.append(f"{dtype}->{out_dtype}")
-        if kind.get("border", "none") != "none":
-            words.append(kind["border"])
-        if kind.get("anchor", -1) != -1:
-            words.append(f"anchor={kind['anchor']}")
-        return " ".join(words)
+        return " ".join([f"F={kind['filter_width']},rank={kind['rank']}", *pixel_words(kind)])
 
     def kinds(
         self,

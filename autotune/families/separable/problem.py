@@ -14,7 +14,7 @@ from autotune.families.base import Problem
 from autotune.families.conv2d.problem import correlate_valid, seeded_image
 from autotune.families.image import (
     FLOAT32_EPS,
-    ValidImage,
+    FilteredImage,
     check_pixels,
     pad_for_border,
     rounding_error,
@@ -25,7 +25,7 @@ MAX_RANK = 8
 
 
 @dataclass(frozen=True)
-class SeparableProblem(ValidImage, Problem):
+class SeparableProblem(FilteredImage, Problem):
     """Correlation of an image of pixel type `dtype` with the filter
     sum_k outer(column_taps[k], row_taps[k]), into `out_dtype` pixels: 'valid' (border
     `none`: the input is the output grown by F - 1) or 'same' with a border (input and
@@ -53,25 +53,9 @@ class SeparableProblem(ValidImage, Problem):
             object.__setattr__(self, "anchor", -1)
 
     @property
-    def same(self) -> bool:
-        return self.border != "none"
-
-    @property
-    def in_width(self) -> int:
-        return self.out_width if self.same else self.out_width + self.filter_width - 1
-
-    @property
-    def in_height(self) -> int:
-        return self.out_height if self.same else self.out_height + self.filter_width - 1
-
-    @property
     def anchor_tap(self) -> int:
         """The filter tap over the output pixel in 'same' output, in x and y."""
         return self.filter_width // 2 if self.anchor == -1 else self.anchor
-
-    @property
-    def output_dtype(self) -> np.dtype:
-        return np.dtype(self.out_dtype)
 
     @property
     def min_bytes(self) -> int:

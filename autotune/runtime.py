@@ -188,6 +188,7 @@ def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int,
     raise ValueError(
         f"image must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels"
         f"{' per frame' if batch else ''}, got shape {shape}"
+        + ("" if batch or len(shape) != 3 else ": for a batch of frames (N, H, W) pass batch=True")
     )
 
 

@@ -250,3 +250,27 @@ def test_cli_tunes_answers_for_and_exports_rows_by_width_kinds(tmp_path):
     ):
         bad = run_cli("search", "-d", "0", *args, "--trials", "2", "--db", db)
         assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_convolve_command_takes_rows_by_width_filters_an_anchor_and_a_batch(tmp_path):
+    rng = np.random.default_rng(8)
+    frames = rng.integers(0, 256, (3, 20, 24), dtype=np.uint8)
+    filt = rng.uniform(0, 1, (3, 5)).astype(np.float32)
+    filt /= filt.sum()
+    source, taps = tmp_path / "frames.npy", tmp_path / "filter.npy"
+    np.save(source, frames)
+    np.save(taps, filt)
+    same = ("--mode", "same", "--border", "mirror", "--out-dtype", "same", "--db", NO_DB)
+    result = run_cli("convolve", str(source), str(tmp_path / "out.npy"), "--filter", str(taps), "--batch",
+                     "--anchor", "1,0", *same)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "(24x20 x 3 frames)" in result.stdout
+    got = np.load(tmp_path / "out.npy")
+    mirror = cv2.BORDER_REFLECT_101
+    expected = np.stack([cv2.filter2D(f, -1, filt, anchor=(1, 0), borderType=mirror) for f in frames])
+    assert got.shape == frames.shape and np.abs(got.astype(int) - expected.astype(int)).max() <= 1
+    for args, message in ((("--anchor", "1"), "--anchor takes X,Y"), ((), "pass batch=True")):
+        bad = run_cli(
+            "convolve", str(source), str(tmp_path / "x.npy"), "--filter", "box:3", *args, "--db", NO_DB
+        )
+        assert bad.returncode == 2 and message in bad.stderr and not (tmp_path / "x.npy").exists()

@@ -277,8 +277,8 @@ def export(
     "filter_path",
     required=True,
     type=click.Path(dir_okay=False),
-    help="Square filter: a NumPy .npy file, or a name (gaussian:F[:SIGMA], box:F, log:F, dog:F, "
-    "sobel-x, sobel-y, scharr-x/y, prewitt-x/y).",
+    help="Filter (F x F or rows x F): a NumPy .npy file, or a name (gaussian:F[:SIGMA], box:F, log:F, "
+    "dog:F, sobel-x, sobel-y, scharr-x/y, prewitt-x/y).",
 )
 @click.option("--device", "-d", "device_index", type=int, default=0, show_default=True)
 @click.option("--mode", type=click.Choice(["valid", "same"]), default="valid", show_default=True)
@@ -298,6 +298,15 @@ def export(
     show_default=True,
     help="Output float32, or the input's type (rounded to nearest even, saturated).",
 )
+@click.option(
+    "--anchor",
+    "anchor_text",
+    default=None,
+    help="With --mode same: X,Y, the filter's column and row over each output (cv2's anchor; -1: default).",
+)
+@click.option(
+    "--batch", is_flag=True, help=".npy inputs of (N, H, W[, C]): N frames, filtered in one launch."
+)
 @db_option
 @json_option
 def convolve_command(
@@ -308,6 +317,8 @@ def convolve_command(
     flip: bool,
     border: str,
     out_dtype: str,
+    anchor_text: str | None,
+    batch: bool,
     db_url: str | None,
     as_json: bool,
 ) -> None:
@@ -336,6 +347,7 @@ def convolve_command(
     if out_dtype == "float32" and any(Path(o).suffix.lower() == ".png" for o in outputs):
         raise UsageError("a PNG file holds 8- or 16-bit pixels: add --out-dtype same, or write .tif or .npy")
     filt = load_filter(filter_path)
+    anchor = _anchor(anchor_text)
     convolvers: dict[tuple[int, ...], Convolver] = {}  # one per image shape: set up once
     written, shapes = [], []
     with progress(as_json or not many) as bar:
@@ -344,9 +356,10 @@ def convolve_command(
             image = read_image("IN", input_path) if is_image_file(input_path) else load_npy("IN", input_path)
             options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
             # A Convolver takes one float32 channel in and out, zeros past the edge; others: convolve().
-            pixels = {"border": border, "out_dtype": out_dtype}
+            pixels = {"border": border, "out_dtype": out_dtype, "anchor": anchor, "batch": batch}
             zeros = mode == "valid" or border == "constant"
             plain = image.ndim == 2 and image.dtype == np.float32 and out_dtype == "float32" and zeros
+            plain = plain and anchor is None and not batch
             try:
                 if not many or not plain or image.size >= MAX_INDEXED // 2:  # bands if need be
                     result = convolve(image, filt, **options, **pixels)
@@ -372,4 +385,19 @@ def convolve_command(
         emit("convolve", {**data, "shape": shapes[0] if not many else shapes, "mode": mode, "flip": flip})
         return
     for output_path, shape in zip(written, shapes, strict=True):
-        click.echo(f"wrote {output_path} ({shape[1]}x{shape[0]})")
+        frames, (height, width) = (shape[0], shape[1:3]) if batch else (1, shape[:2])
+        size = f"{width}x{height}" + (f" x {frames} frames" if batch else "")
+        channels = shape[3 if batch else 2] if len(shape) == 3 + int(batch) else 1
+        click.echo(f"wrote {output_path} ({size}" + (f", {channels} channels)" if channels > 1 else ")"))
+
+
+def _anchor(text: str | None) -> tuple[int, int] | None:
+    """`--anchor X,Y` as cv2's (x, y)."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        x, y = (int(p) for p in parts)
+    except ValueError:
+        raise UsageError(f"--anchor takes X,Y (two integers, -1 for the default), got {text!r}") from None
+    return (x, y)

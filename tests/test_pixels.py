@@ -228,6 +228,10 @@ def test_float64_and_other_integers_run_as_float32_and_come_back_in_their_type()
     assert_matches(
         got.astype(np.float32), scipy_reference(image64, filt, "reflect"), image64, filt, "float64"
     )
+    # the documented bound: (rows * F + 2) * 2^-24 * sum|filter| * max|image| of the float64 result
+    exact = scipy_reference(image64, filt, "reflect")
+    bound = (filt.size + 2) * 2.0**-24 * np.abs(filt).sum() * np.abs(image64).max()
+    assert np.abs(got - exact).max() <= bound
     image32 = rng.integers(-100, 100, (12, 10)).astype(np.int32)
     got = autotune.convolve(image32, filt / filt.sum(), out_dtype=-1, db=NO_DB)
     assert got.dtype == np.int32 and got.shape == (10, 8)

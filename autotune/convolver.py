@@ -18,6 +18,14 @@ from typing import Any
 import numpy as np
 
 import autotune.runtime as runtime
+from autotune.call_arguments import (
+    as_pixels,
+    as_result,
+    check_image_shape,
+    layout,
+    pixels_of,
+    prepared_filter,
+)
 from autotune.families import get_family
 from autotune.lookup import Choice
 
@@ -53,21 +61,21 @@ class Convolver:
         if not isinstance(image_shape, tuple) or not all(type(n) is int and n > 0 for n in image_shape):
             raise ValueError(f"image_shape must be a tuple of positive ints, got {image_shape!r}")
         try:
-            frames, size, channels = runtime.layout(image_shape, batch)
+            frames, size, channels = layout(image_shape, batch)
         except ValueError as error:
             raise ValueError(f"image_shape {image_shape!r}: {error}") from None
-        filt = runtime.prepared_filter(filter, mode, flip)
+        filt = prepared_filter(filter, mode, flip)
         self.filter_shape = filt.shape
         self.filter_width = filt.shape[1]
         self.image_shape = tuple(image_shape)
         self.mode = mode
         self._batch = batch
-        self._pixels = runtime.pixels_of(
+        self._pixels = pixels_of(
             dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
         )
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":
-            runtime.check_image_shape(size, filt.shape)
+            check_image_shape(size, filt.shape)
         frame_values = math.prod(size) * channels
         if frame_values + 2 * max(filt.shape) * sum(size) * channels > runtime.MAX_INDEXED:
             raise ValueError(
@@ -153,7 +161,7 @@ class Convolver:
 
         if isinstance(image, cl_array.Array):
             return self._on_device(image, out, wait)
-        host = runtime._as_pixels(image, self._batch)
+        host = as_pixels(image, self._batch)
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")
         result_dtype = self._pixels.result
@@ -169,7 +177,7 @@ class Convolver:
             cl.enqueue_copy(self.queue, self._input, staged_image, is_blocking=False)
             self._launch(self._input, self._output)
             cl.enqueue_copy(self.queue, staged_result, self._output, is_blocking=True)
-            np.copyto(out, runtime._as_result(staged_result, result_dtype))
+            np.copyto(out, as_result(staged_result, result_dtype))
         return out
 
     def _on_device(self, image: Any, out: Any, wait: bool) -> Any:

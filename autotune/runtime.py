@@ -29,12 +29,20 @@ from typing import Any
 
 import numpy as np
 
+from autotune.call_arguments import (
+    Pixels,
+    as_pixels,
+    as_result,
+    check_image_shape,
+    layout,
+    pixels_of,
+    prepared_filter,
+    shape_text,
+)
 from autotune.devices import DeviceInfo, open_device
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.families.conv2d import CONV2D, Conv2DProblem
-from autotune.families.conv2d.problem import MAX_CHANNELS
-from autotune.families.conv2d.render import MAX_FILTER_WIDTH
-from autotune.families.image import PIXEL_TYPES, border_name, pad_for_border
+from autotune.families.image import pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
 from autotune.families.separable.terms import separable_terms
@@ -142,56 +150,6 @@ def _tuned_rows(db: str | None) -> list[Any]:
         store.close()
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def _as_image(name: str, array: Any, batch: bool | None = None) -> np.ndarray:
-    """A real array as float32, checked: 2-D (a filter), or with `batch` given an image
-    or a batch of them (see `layout`)."""
-    array = np.asarray(array)
-    if array.dtype.kind in "cOSUVMm" or array.dtype == np.bool_:
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    if batch is not None:
-        layout(array.shape, batch)
-    elif array.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} is empty (shape {array.shape})")
-    if array.dtype.kind == "f" and array.dtype.itemsize > 4:
-        # float32 arithmetic: a finite value past its range would silently become inf
-        # (NaN and infinities given are kept: NaN in, NaN out).
-        finite = np.isfinite(array)
-        largest = float(np.abs(array, where=finite, out=np.zeros(array.shape, array.dtype)).max())
-        if largest > FLOAT32_MAX:
-            raise ValueError(
-                f"{name} holds {largest:.6g}, beyond float32's range (largest magnitude {FLOAT32_MAX:.6g}); "
-                "convolve computes in float32: scale the data first"
-            )
-    return np.ascontiguousarray(array, dtype=np.float32)
-
-
-def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int, int], int]:
-    """(frames, (H, W), channels) of an image, (H, W) or (H, W, C), or with `batch` of a
-    batch of them, (N, H, W) or (N, H, W, C); ValueError for another shape."""
-    shape = tuple(shape)
-    if batch and len(shape) not in (3, 4):
-        raise ValueError(f"a batch must be (N, H, W) or (N, H, W, C), got shape {shape}")
-    frames, image = (shape[0], shape[1:]) if batch else (1, shape)
-    if len(image) == 3 and 1 <= image[2] <= MAX_CHANNELS:
-        return frames, (image[0], image[1]), image[2]
-    if len(image) == 2:
-        return frames, (image[0], image[1]), 1
-    if len(shape) == 4 and not batch:
-        raise ValueError(
-            f"image must be (H, W) or (H, W, C), got shape {shape}: for a batch (N, H, W, C) pass batch=True"
-        )
-    raise ValueError(
-        f"image must be (H, W) or (H, W, C) with C from 1 to {MAX_CHANNELS} channels"
-        f"{' per frame' if batch else ''}, got shape {shape}"
-        + ("" if batch or len(shape) != 3 else ": for a batch of frames (N, H, W) pass batch=True")
-    )
-
-
 def _check_options(device: Any, db: Any) -> int:
     """The device index; a TypeError for arguments of the wrong type."""
     if db is not None and not isinstance(db, str):
@@ -201,83 +159,6 @@ def _check_options(device: Any, db: Any) -> int:
     if type(device) is not int:
         raise TypeError(f"device must be an int (see `autotune devices`), got {device!r}")
     return device
-
-
-@dataclasses.dataclass(frozen=True)
-class Pixels:
-    """What a call reads and writes: the pixel types kernels see, the border of 'same'
-    output (`none`: 'valid'), and what the caller gets back."""
-
-    dtype: str = "float32"  # read by the kernel (PIXEL_TYPES)
-    out_dtype: str = "float32"  # written by the kernel (PIXEL_TYPES)
-    border: str = "none"
-    result: np.dtype = np.dtype(np.float32)  # returned (cast on the host where it is not out_dtype)
-
-    flip: bool = False  # a flipped filter: 'same' output anchors it at (F - 1) // 2
-    channels: int = 1  # interleaved, each filtered alike
-    frames: int = 1  # a batch of images of one size, in one launch
-    anchor: tuple[int, int] | None = None  # cv2's (x, y) tap over each output; None or -1: the default
-
-    def padding(self, filter_shape: tuple[int, ...]) -> tuple[tuple[int, int], tuple[int, int]]:
-        """Rows and columns of border before and after the image ('same' output)."""
-        return same_padding(filter_shape, self.flip, self.anchor)
-
-    def kind(self, filter_shape: tuple[int, int]) -> dict[str, Any]:
-        """The direct family's problem fields for a filter of this shape, (rows, width)
-        (one frame: a batch runs the kernel chosen for one)."""
-        kind: dict[str, Any] = {"dtype": self.dtype, "out_dtype": self.out_dtype, "border": self.border}
-        kind["channels"] = self.channels
-        kind["filter_height"] = filter_shape[0]  # the problem names a square filter by its width alone
-        if self.border != "none":
-            (kind["anchor_y"], _), (kind["anchor"], _) = self.padding(filter_shape)
-        return kind
-
-
-def pixels_of(
-    dtype: Any,
-    out_dtype: Any,
-    mode: str,
-    border: Any,
-    *,
-    flip: bool = False,
-    channels: int = 1,
-    frames: int = 1,
-    anchor: Any = None,
-) -> Pixels:
-    """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
-    `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
-    output of the input type (rounded to nearest even and saturated for integer types,
-    as OpenCV's ddepth=-1). `anchor`: cv2's (x, y), for mode="same"."""
-    if mode not in ("valid", "same"):
-        raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
-    if anchor is not None:
-        if mode != "same":
-            raise ValueError(
-                "anchor places the filter over each output of mode='same'; 'valid' output has none"
-            )
-        if not (
-            isinstance(anchor, tuple | list) and len(anchor) == 2 and all(type(a) is int for a in anchor)
-        ):
-            raise TypeError(
-                f"anchor must be (x, y): the filter's column and row over each output, got {anchor!r}"
-            )
-        anchor = (anchor[0], anchor[1])
-    dtype = np.dtype(dtype)
-    native = dtype.name if dtype.name in PIXEL_TYPES else "float32"  # others convert on the host
-    if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
-        result = dtype
-    else:
-        try:
-            result = np.dtype(out_dtype)
-        except TypeError:
-            result = None
-        if result not in (np.dtype(np.float32), dtype):
-            raise ValueError(
-                f"out_dtype must be 'float32' or 'same' (the image's {dtype.name}), got {out_dtype!r}"
-            )
-    out = result.name if result.name in PIXEL_TYPES and native == dtype.name else "float32"
-    border = "none" if mode == "valid" else border_name(border)
-    return Pixels(native, out, border, result, flip=flip, channels=channels, frames=frames, anchor=anchor)
 
 
 def plan(
@@ -308,7 +189,7 @@ def plan(
     if len(filter_shape) != 2 or not all(type(n) is int and n > 0 for n in filter_shape):
         raise ValueError(f"filter_size must be F or (rows, F) of positive ints, got {filter_size!r}")
     if taps is not None and taps.shape != filter_shape:
-        raise ValueError(f"the filter is {_shape_text(taps.shape)}, not {_shape_text(filter_shape)}")
+        raise ValueError(f"the filter is {shape_text(taps.shape)}, not {shape_text(filter_shape)}")
     frames, image_size, channels = layout(image_shape, batch)
     pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames)
     return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]  # type: ignore[arg-type]
@@ -322,13 +203,14 @@ def _plan(
     filt: np.ndarray | None,
     algorithm: str,
     specialise: bool,
-    pixels: Pixels = Pixels(),
+    pixels: Pixels | None = None,
 ) -> tuple[Choice, Any]:
     """The choice and the values its kernel takes for the filter: the filter itself, or
     its separable terms (row_taps, column_taps). Both forms read and write the pixel
     types and border themselves."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    pixels = pixels or Pixels()
     out_h, out_w = image_shape[0], image_shape[1]
     filter_rows, filter_width = filter_shape
     if pixels.border == "none":
@@ -363,7 +245,7 @@ def _plan(
     if pixels.channels > 1 or pixels.frames > 1 or filter_rows != filter_width:
         many = f"{pixels.channels} channels" if pixels.channels > 1 else f"a batch of {pixels.frames}"
         if filter_rows != filter_width:
-            many = f"a {_shape_text(filter_shape)} filter"
+            many = f"a {shape_text(filter_shape)} filter"
         if algorithm == "separable":
             raise ValueError(
                 f"the separable form filters one channel of one image with a square filter, not {many}: "
@@ -411,62 +293,6 @@ def _plan(
     return dataclasses.replace(separable, reason=reason, compared=times), terms
 
 
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "x".join(str(n) for n in shape)
-
-
-def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: A002
-    """The taps a kernel correlates with (flipped for a true convolution), checked:
-    rows x F, any rows and F from 1 to 255."""
-    filt = _as_image("filter", filter)
-    if max(filt.shape) > MAX_FILTER_WIDTH:
-        raise ValueError(
-            f"filter {_shape_text(filt.shape)}: each side must be from 1 to {MAX_FILTER_WIDTH} taps"
-        )
-    if mode not in ("valid", "same"):
-        raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
-    return np.ascontiguousarray(filt[::-1, ::-1]) if flip else filt
-
-
-def same_padding(
-    filter_shape: tuple[int, ...], flip: bool, anchor: tuple[int, int] | None = None
-) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Rows and columns before and after an image for mode="same" (the anchor's row and
-    column come before). scipy.ndimage centres a filter of even size F on its tap F/2
-    (as cv2.filter2D's default anchor), and a flipped one (ndimage.convolve) on tap F/2
-    of the unflipped filter: after the flip, tap F/2 - 1. For odd sizes both are the
-    middle tap. `anchor` (x, y) names the taps instead, as cv2.filter2D's does (-1:
-    the default); SciPy's `origin` o is the tap F // 2 + o."""
-    pads = []
-    for axis, taps in enumerate(filter_shape[:2]):
-        before = (taps - 1) // 2 if flip else taps // 2
-        if anchor is not None and anchor[1 - axis] != -1:
-            before = anchor[1 - axis]
-            if not 0 <= before < taps:
-                rows, width = filter_shape[:2]
-                raise ValueError(f"anchor {tuple(anchor)} (x, y) lies outside the {rows}x{width} filter")
-        pads.append((before, taps - 1 - before))
-    return pads[0], pads[1]
-
-
-def check_image_shape(size: tuple[int, ...], filter_shape: tuple[int, ...]) -> None:
-    """`size`: (H, W) of the image (or of each frame); `filter_shape`: (rows, F)."""
-    if size[0] < filter_shape[0] or size[1] < filter_shape[1]:
-        raise ValueError(
-            f"image {tuple(size)} is smaller than the {_shape_text(filter_shape)} filter ('valid' mode)"
-        )
-
-
-def _as_pixels(image: Any, batch: bool = False) -> np.ndarray:
-    """The image (or batch) as kernels read it, channels interleaved: its own dtype
-    where they read that type, else float32 (checked as `_as_image` does)."""
-    array = np.asarray(image)
-    if array.dtype.name in PIXEL_TYPES and array.size:
-        layout(array.shape, batch)
-        return np.ascontiguousarray(array)
-    return _as_image("image", array, batch)
-
-
 def convolve(
     image: Any,
     filter: Any,  # noqa: A002 - the name users expect
@@ -511,7 +337,7 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    pixels_in = _as_pixels(image, batch)
+    pixels_in = as_pixels(image, batch)
     filt = prepared_filter(filter, mode, flip)
     filter_rows = filt.shape[0]
     frames, size, channels = layout(pixels_in.shape, batch)
@@ -592,18 +418,7 @@ def convolve(
         output = output[..., None]
     if batch and frames == 1:
         output = output[None]
-    return _as_result(output, pixels.result)
-
-
-def _as_result(output: np.ndarray, result: np.dtype) -> np.ndarray:
-    """The kernel's output as the caller asked for it: integer types rounded to nearest
-    even and saturated, as the kernels do it themselves."""
-    if output.dtype == result:
-        return output
-    if result.kind in "iu":
-        info = np.iinfo(result)
-        return np.clip(np.rint(output), info.min, info.max).astype(result)
-    return output.astype(result)
+    return as_result(output, pixels.result)
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach
@@ -619,7 +434,7 @@ def _bands(image_shape: tuple[int, int], filter_shape: tuple[int, ...]) -> list[
     rows = min(out_height, MAX_INDEXED // in_width - (filter_rows - 1))
     if rows < 1:
         raise ValueError(
-            f"an image row of {in_width} values with a {_shape_text(filter_shape)} filter "
+            f"an image row of {in_width} values with a {shape_text(filter_shape)} filter "
             "is more than one kernel can index"
         )
     return [(first, min(rows, out_height - first)) for first in range(0, out_height, rows)]

@@ -8,6 +8,7 @@ import pytest
 from scipy import signal
 
 import autotune
+from autotune.call_arguments import same_padding
 from tests.conftest import cli_json
 
 RNG = np.random.default_rng(11)
@@ -30,7 +31,7 @@ def test_host_calls_answer_as_convolve_does(db, algorithm, filt, mode, flip):
     expected = autotune.convolve(IMAGE, filt, mode=mode, flip=flip, algorithm=algorithm, db=db)
     assert convolver.plan.algorithm == algorithm
     taps = filt[::-1, ::-1] if flip else filt
-    padded = np.pad(IMAGE, autotune.runtime.same_padding(filt.shape, flip))
+    padded = np.pad(IMAGE, same_padding(filt.shape, flip))
     reference = signal.correlate2d(
         (padded if mode == "same" else IMAGE).astype(np.float64), taps.astype(np.float64), "valid"
     )

@@ -19,9 +19,11 @@ demo: setup
 	$(AUTOTUNE) search --device 0 --filter-width 3,5 --image-size 512x512 --trials 30
 	$(AUTOTUNE) best --device 0
 
-# tests/test_postgres.py needs a PostgreSQL server: checks/postgres.sh installs and starts one.
+# tests/test_postgres.py needs a PostgreSQL server: checks/postgres.sh installs and starts one;
+# tests/test_report.py needs headless Chromium: checks/chromium.sh installs it.
 test: setup
 	bash checks/postgres.sh
+	bash checks/chromium.sh
 	$(PY) -m ruff check autotune tests bench checks db
 	$(PY) -m ruff format --check autotune tests bench checks db
 	$(PY) -m pytest -q

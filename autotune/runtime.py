@@ -175,24 +175,26 @@ def plan(
     dtype: Any = np.float32,
     out_dtype: Any = np.float32,
     batch: bool = False,
+    anchor: tuple[int, int] | None = None,
 ) -> Choice:
     """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C);
     with `batch`, (N, H, W) or (N, H, W, C)) and dtype, and a filter of `filter_size`:
-    F (F x F) or (rows, F).
+    F (F x F) or (rows, F); `anchor` as `convolve` takes it.
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
     device = _check_options(device, db)
     info, _, _ = _context(device)
     taps = None if filter is None else prepared_filter(filter, "valid", False)
-    filter_shape = (filter_size, filter_size) if isinstance(filter_size, int) else tuple(filter_size)
-    if len(filter_shape) != 2 or not all(type(n) is int and n > 0 for n in filter_shape):
+    sides = (filter_size, filter_size) if isinstance(filter_size, int) else tuple(filter_size)
+    if len(sides) != 2 or not all(type(n) is int and n > 0 for n in sides):
         raise ValueError(f"filter_size must be F or (rows, F) of positive ints, got {filter_size!r}")
+    filter_shape = (sides[0], sides[1])
     if taps is not None and taps.shape != filter_shape:
         raise ValueError(f"the filter is {shape_text(taps.shape)}, not {shape_text(filter_shape)}")
     frames, image_size, channels = layout(image_shape, batch)
-    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames)
-    return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]  # type: ignore[arg-type]
+    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames, anchor=anchor)
+    return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]
 
 
 def _plan(
@@ -267,8 +269,16 @@ def _plan(
         # r terms cost about 4rF operations per output against the direct form's 2F².
         reason = f"rank {rank} at F={filter_width}: that many separable terms cost more than the direct form"
         return dataclasses.replace(direct, reason=reason), filt
-    pixel_fields = {"out_dtype": pixels.out_dtype, "border": pixels.border, "anchor": anchor_column}
-    separable_problem = SeparableProblem(filter_width, rank, out_w, out_h, pixels.dtype, **pixel_fields)  # type: ignore[arg-type]
+    separable_problem = SeparableProblem(
+        filter_width,
+        rank,
+        out_w,
+        out_h,
+        pixels.dtype,
+        out_dtype=pixels.out_dtype,
+        border=pixels.border,
+        anchor=anchor_column,
+    )
     separable = resolve(rows, SEPARABLE, separable_problem, info)
     if algorithm == "separable":
         return dataclasses.replace(separable, reason=f"the separable form (rank {rank}) was asked for"), terms

@@ -30,7 +30,9 @@ def chromium() -> str:
     """The browser's path; a missing browser fails the test (CI installs it: .ci/run)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        raise AssertionError("chromium is not installed: apt-get install -y chromium (make test does, by checks/chromium.sh)")
+        raise AssertionError(
+            "chromium is not installed: apt-get install -y chromium (make test does, by checks/chromium.sh)"
+        )
     return found
 
 

@@ -111,6 +111,9 @@ def test_convolve_equals_cv2_filter2d_at_every_anchor(shape, border):
             expected = _cv2_same(image, filt, border, (x, y), -1)
             worst = max(worst, int(np.abs(got.astype(int) - expected.astype(int)).max()))
     assert worst <= 1  # a sum within float32 rounding of a half may round the other way
+    # plan() answers for the same anchored kind convolve() runs
+    anchored = autotune.plan(image.shape, shape, mode="same", border=border, anchor=(0, 0), db=NO_DB).problem
+    assert (anchored.anchor_column, anchored.anchor_row) == (0, 0)
 
 
 @pytest.mark.parametrize("shape", [(3, 6), (4, 1), (2, 5)])

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from bench_common import add_roofline_options, roofline_ms
 
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
@@ -181,7 +182,7 @@ def rectangles(args: argparse.Namespace, store: Store, device: Any, evaluator: E
             m = evaluator.evaluate(choice.config, problem)
             times.append(m.time_ms if m.ok else float("nan"))
         ms = statistics.median(times)
-        roofline = max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3
+        roofline = roofline_ms(problem, args)
         label = f"{problem.filter_rows}x{columns}"
         lines.append(
             f"| {label} | {ms:.4f} | {problem.gflops(ms):.0f} | {roofline / ms * 100:.0f}% "
@@ -199,8 +200,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="1x17,17x1,3x9,9x3,17", help="ROWSxF kinds to time")
     parser.add_argument("--db", default=None)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
-    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+    add_roofline_options(parser)
     args = parser.parse_args()
     device = device_info(args.device)
     store = Store(args.db)

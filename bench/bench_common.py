@@ -1,6 +1,6 @@
-"""What the bench scripts share: reading `--config` arguments, the best stored
-convolution configs of a device, and the registers and spills NVIDIA's compiler
-reports for a kernel."""
+"""What the bench scripts share: reading `--config` arguments, the roofline options and
+bound, the best stored convolution configs of a device, and the registers and spills
+NVIDIA's compiler reports for a kernel."""
 
 from __future__ import annotations
 
@@ -56,3 +56,15 @@ def nvidia_resources(cl: Any, context: Any, device: Any, variant: KernelVariant)
     registers = used.split("Used")[1].split("registers")[0].strip() if "Used" in used else "?"
     stores = spill.split("bytes stack frame,")[-1].split("bytes spill stores")[0].strip() if spill else "?"
     return registers, stores
+
+
+def add_roofline_options(parser: Any) -> None:
+    """--bandwidth and --peak: the ceilings a kernel's time is weighed against (the H200's,
+    measured there, by default)."""
+    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
+    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+
+
+def roofline_ms(problem: Any, args: Any) -> float:
+    """The least time the problem can take: max(bytes / bandwidth, flops / peak), in ms."""
+    return max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3

@@ -23,7 +23,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
-from bench_common import tuned_configs
+from bench_common import add_roofline_options, roofline_ms, tuned_configs
 from copy_ceiling import ceiling_ms, copy_timer
 
 from autotune.devices import device_info
@@ -97,8 +97,7 @@ def main() -> int:
     parser.add_argument("--db", default=None, help="database URL [default: autotune's default]")
     parser.add_argument("--trials", type=int, default=0, help="tune widths missing from the database")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
-    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+    add_roofline_options(parser)
     args = parser.parse_args()
 
     device = device_info(args.device)
@@ -145,7 +144,7 @@ def main() -> int:
                 times.setdefault("copy ceiling", []).append(ceiling_ms(copied, in_floats, size[0] * size[1]))
             medians = {name: statistics.median(v) for name, v in times.items()}
             seed_name = min((n for n in medians if n.startswith("seed ")), key=medians.get)
-            roofline = max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3
+            roofline = roofline_ms(problem, args)
             rows.append((width, medians, seed_name, roofline, tuned[width]))
             print(f"F={width} done", file=sys.stderr, flush=True)
 

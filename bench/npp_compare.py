@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_common import add_roofline_options, roofline_ms
 
 import autotune
 from autotune.devices import device_info
@@ -114,8 +115,7 @@ def main() -> int:
     parser.add_argument("--db", default=None)
     parser.add_argument("--trials", type=int, default=0, help="tune kinds missing from the database")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
-    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+    add_roofline_options(parser)
     args = parser.parse_args()
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
@@ -182,7 +182,7 @@ def main() -> int:
                     ours_ms.append(measured.time_ms if measured.ok else float("nan"))
                     npp_ms.append(cuda_ms(call))
                 ours, npp = statistics.median(ours_ms), statistics.median(npp_ms)
-                roofline = max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3
+                roofline = roofline_ms(problem, args)
                 output = "valid" if border == "none" else f"same ({npp_border})"
                 lines.append(
                     f"| {width} | {channels} | {output} | {ours:.4f} | {npp:.4f} | {npp / ours:.2f}x "

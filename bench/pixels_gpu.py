@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench_common import add_roofline_options, roofline_ms
 from copy_ceiling import ceiling_ms, copy_timer
 from gpu_compare import cuda_timer
 
@@ -109,8 +110,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=0, help="tune uint8 kinds missing from the database")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--float-configs", default=None)
-    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
-    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+    add_roofline_options(parser)
     args = parser.parse_args()
 
     device = device_info(args.device)
@@ -169,7 +169,7 @@ def main() -> int:
                     times.setdefault(f"copy {label}", []).append(ceiling_ms(copied, pixels, pixels))
             medians = {name: statistics.median(v) for name, v in times.items()}
             rooflines = {
-                kind: max(p.min_bytes / args.bandwidth, p.flops / args.peak) * 1e3
+                kind: roofline_ms(p, args)
                 for kind, p in ((k, Conv2DProblem(width, *size, **f)) for k, f in KINDS.items())
             }
             rows.append((width, medians, rooflines, {n: c for n, (_, c) in runs.items()}))

@@ -16,6 +16,8 @@ import json
 import statistics
 import sys
 
+from bench_common import add_roofline_options, roofline_ms
+
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
 from autotune.families.conv2d import CONV2D, Conv2DProblem
@@ -39,8 +41,7 @@ def main() -> int:
         "--trials", type=int, default=0, help="tune separable kinds missing from the database"
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--bandwidth", type=float, default=4.25e12, help="copy bandwidth, bytes/s")
-    parser.add_argument("--peak", type=float, default=63e12, help="FP32 FMA peak, flop/s")
+    add_roofline_options(parser)
     args = parser.parse_args()
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
@@ -81,10 +82,7 @@ def main() -> int:
                     measured = evaluator.evaluate(config, problem)
                     times[index].append(measured.time_ms if measured.ok else float("nan"))
             ms = [statistics.median(t) for t in times]
-            shares = [
-                max(p.min_bytes / args.bandwidth, p.flops / args.peak) * 1e3 / t * 100
-                for (_, p, _), t in zip(runs, ms, strict=True)
-            ]
+            shares = [roofline_ms(p, args) / t * 100 for (_, p, _), t in zip(runs, ms, strict=True)]
             lines.append(
                 f"| {width} | {ms[0]:.4f} | {shares[0]:.0f}% | {ms[1]:.4f} | {shares[1]:.0f}% "
                 f"| {ms[1] / ms[0]:.2f}x |"

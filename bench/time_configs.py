@@ -3,7 +3,11 @@
 
 Usage:
     python bench/time_configs.py --device 0 --filter-width 3,9,17 \
-        --config '{"work_x": 4, "work_y": 4}' --config @more.json [--presets]
+        --config '{"work_x": 4, "work_y": 4}' --config @more.json [--presets] \
+        [--pixels '{"dtype": "uint8", "out_dtype": "uint8"}' --pixels '{}' ...]
+
+Each --pixels names one problem kind (its fields beside the width and size); several are
+timed side by side, kind after kind for every config, in one run.
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ def main() -> int:
     parser.add_argument("--filter-width", default="3,9,17")
     parser.add_argument("--image-size", default=None, help="output WxH")
     parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
-    parser.add_argument("--pixels", default="{}", help='problem fields, e.g. {"border": "mirror"}')
+    parser.add_argument(
+        "--pixels",
+        action="append",
+        default=None,
+        help='problem fields, e.g. {"border": "mirror"} (repeatable)',
+    )
     parser.add_argument("--presets", action="store_true", help="time the seed presets too")
     args = parser.parse_args()
 
@@ -41,23 +50,29 @@ def main() -> int:
         if args.presets:
             configs = [(name, p.config) for name, p in CONV2D.space.presets.items()] + configs
         print(f"{device.name}, {size[0]}x{size[1]} output")
-        print("| F | config | status | median ms | min ms | GFLOP/s | GB/s | compile ms |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| F | pixels | config | status | median ms | min ms | GFLOP/s | GB/s | compile ms |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        kinds = [json.loads(text) for text in args.pixels or ["{}"]]
         for width in widths:
-            problem = Conv2DProblem(width, *size, **json.loads(args.pixels))
             for label, config in configs:
-                m = evaluator.evaluate(config, problem)
-                if m.ok:
-                    gflops = problem.flops / (m.time_ms * 1e-3) / 1e9
-                    gbs = problem.min_bytes / (m.time_ms * 1e-3) / 1e9
-                    print(
-                        f"| {width} | {label} | ok | {m.time_ms:.4f} | {m.min_ms:.4f} | {gflops:.0f} "
-                        f"| {gbs:.0f} | {m.compile_ms:.0f} |",
-                        flush=True,
-                    )
-                else:
-                    error = (m.error or "").splitlines()[0][:100] if m.error else ""
-                    print(f"| {width} | {label} | {m.status.value}: {error} | | | | | |", flush=True)
+                for fields in kinds:
+                    problem = Conv2DProblem(width, *size, **fields)
+                    m = evaluator.evaluate(config, problem)
+                    pixels = json.dumps(fields, separators=(",", ":"))
+                    if m.ok:
+                        gflops = problem.flops / (m.time_ms * 1e-3) / 1e9
+                        gbs = problem.min_bytes / (m.time_ms * 1e-3) / 1e9
+                        print(
+                            f"| {width} | {pixels} | {label} | ok | {m.time_ms:.4f} | {m.min_ms:.4f} "
+                            f"| {gflops:.0f} | {gbs:.0f} | {m.compile_ms:.0f} |",
+                            flush=True,
+                        )
+                    else:
+                        error = (m.error or "").splitlines()[0][:100] if m.error else ""
+                        print(
+                            f"| {width} | {pixels} | {label} | {m.status.value}: {error} | | | | | |",
+                            flush=True,
+                        )
     return 0
 
 

@@ -76,10 +76,9 @@ class Convolver:
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":
             check_image_shape(size, filt.shape)
-        frame_values = math.prod(size) * channels
-        if frame_values + 2 * max(filt.shape) * sum(size) * channels > runtime.MAX_INDEXED:
+        if runtime.past_indexing(size, filt.shape, channels):
             raise ValueError(
-                f"an image of {frame_values} values is more than one kernel can index; "
+                f"an image of {math.prod(size) * channels} values is more than one kernel can index; "
                 "autotune.convolve() runs it in bands"
             )
         device_index = runtime._check_options(device, db)
@@ -95,9 +94,6 @@ class Convolver:
             self._kernel = runtime._kernel(
                 device_index, self.context, variant.source, variant.kernel_name, variant.build_options
             )
-        # Both forms read the pixels and the border themselves: the image goes up as it is.
-        self._input_shape = self.image_shape
-        self._input_dtype = self.dtype
         taps = self._family.value_arrays(values)
         mf = cl.mem_flags
         self._taps: dict[str, Any] = {
@@ -115,7 +111,7 @@ class Convolver:
             *((channels,) if len(image_shape) == 3 + int(batch) else ()),
         )
         self.output_dtype = self.plan.problem.output_dtype  # what the kernel writes
-        input_bytes = math.prod(self._input_shape) * self._input_dtype.itemsize
+        input_bytes = math.prod(self.image_shape) * self.dtype.itemsize  # both forms read the image as it is
         self._input = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
         output_bytes = math.prod(self.output_shape) * self.output_dtype.itemsize
         self._output = cl.Buffer(self.context, mf.WRITE_ONLY, size=output_bytes)
@@ -134,7 +130,7 @@ class Convolver:
             into = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=self._input.size)
             back = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=self._output.size)
             flags = cl.map_flags.READ | cl.map_flags.WRITE
-            image, _ = cl.enqueue_map_buffer(self.queue, into, flags, 0, self._input_shape, self._input_dtype)
+            image, _ = cl.enqueue_map_buffer(self.queue, into, flags, 0, self.image_shape, self.dtype)
             result, _ = cl.enqueue_map_buffer(
                 self.queue, back, flags, 0, self.output_shape, self.output_dtype
             )

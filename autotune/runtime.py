@@ -366,13 +366,12 @@ def convolve(
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
     padding = pixels.padding(filt.shape)
-    frame_values = math.prod(size) * channels
     if pixels.border == "none":
         check_image_shape(size, filt.shape)
-    too_large = frame_values + 2 * max(filt.shape) * sum(size) * channels > MAX_INDEXED
+    too_large = past_indexing(size, filt.shape, channels)
     if frames > 1 and too_large:
         raise ValueError(
-            f"a frame of {frame_values} values is more than one kernel can index: "
+            f"a frame of {math.prod(size) * channels} values is more than one kernel can index: "
             "convolve the frames one by one"
         )
     if pixels.border != "none" and too_large:
@@ -432,6 +431,12 @@ def convolve(
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach
+
+
+def past_indexing(size: tuple[int, int], filter_shape: tuple[int, ...], channels: int) -> bool:
+    """Whether an image (or frame) of `size` with its border could hold more values than a
+    kernel's int indices reach."""
+    return (math.prod(size) + 2 * max(filter_shape) * sum(size)) * channels > MAX_INDEXED
 
 
 def _bands(image_shape: tuple[int, int], filter_shape: tuple[int, ...]) -> list[tuple[int, int]]:

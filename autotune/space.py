@@ -31,6 +31,9 @@ class Knob:
     values: tuple[Value, ...]
     default: Value
     help: str = ""
+    # Added after kernels were stored: left out of a kernel's config comment at its
+    # default, so those kernels render (and fingerprint) as they did.
+    added_later: bool = False
 
     def accepts(self, value: object) -> bool:
         # Type-strict: True must not pass for 1, nor "4" for 4; nothing unlisted can
@@ -89,7 +92,7 @@ class SearchSpace:
         for name, spec in data.get("knobs", {}).items():
             values = tuple(spec["values"])
             default = spec.get("default", values[0])
-            knobs.append(Knob(name, values, default, spec.get("help", "")))
+            knobs.append(Knob(name, values, default, spec.get("help", ""), spec.get("added_later", False)))
         constraints = []
         for spec in data.get("constraints", []):
             rule = spec["rule"]
@@ -120,6 +123,15 @@ class SearchSpace:
                 raise UsageError(f"knob {name!r} cannot be {json.dumps(value)}; allowed: {allowed}")
             config[name] = value  # type: ignore[assignment]
         return config
+
+    def comment_config(self, config: Config) -> Config:
+        """The config as a kernel's source states it: knobs added later are left out at
+        their default."""
+        return {
+            name: value
+            for name, value in config.items()
+            if not (self.knobs[name].added_later and value == self.knobs[name].default)
+        }
 
     def violations(
         self, config: Config, problem: Mapping[str, object], device: object | None = None

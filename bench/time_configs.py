@@ -5,6 +5,7 @@ Usage:
     python bench/time_configs.py --device 0 --filter-width 3,9,17 \
         --config '{"work_x": 4, "work_y": 4}' --config @more.json [--presets] \
         [--pixels '{"dtype": "uint8", "out_dtype": "uint8"}' --pixels '{}' ...]
+    python bench/time_configs.py --family separable --rank 1,2 --filter-width 17,33 --config ...
 
 Each --pixels names one problem kind (its fields beside the width and size); several are
 timed side by side, kind after kind for every config, in one run.
@@ -13,19 +14,22 @@ timed side by side, kind after kind for every config, in one run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
-from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families import get_family
 from autotune.families.conv2d.inputs import image_size, parse_filter_widths
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--family", default="conv2d")
+    parser.add_argument("--rank", default="1", help="ranks, for the separable family")
     parser.add_argument("--filter-width", default="3,9,17")
     parser.add_argument("--image-size", default=None, help="output WxH")
     parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
@@ -38,6 +42,8 @@ def main() -> int:
     parser.add_argument("--presets", action="store_true", help="time the seed presets too")
     args = parser.parse_args()
 
+    family = get_family(args.family)
+    ranks = [int(r) for r in args.rank.split(",")]
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
     size = image_size(args.image_size, device, widths)
@@ -46,34 +52,40 @@ def main() -> int:
         data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
         for config in data if isinstance(data, list) else [data]:
             configs.append((json.dumps(config, separators=(",", ":")), config))
-    with Evaluator(args.device, CONV2D) as evaluator:
+    with Evaluator(args.device, family) as evaluator:
         if args.presets:
-            configs = [(name, p.config) for name, p in CONV2D.space.presets.items()] + configs
+            configs = [(name, p.config) for name, p in family.space.presets.items()] + configs
         print(f"{device.name}, {size[0]}x{size[1]} output")
         print("| F | pixels | config | status | median ms | min ms | GFLOP/s | GB/s | compile ms |")
         print("|---|---|---|---|---|---|---|---|---|")
         kinds = [json.loads(text) for text in args.pixels or ["{}"]]
+        takes_rank = "rank" in {f.name for f in dataclasses.fields(family.problem_type)}
         for width in widths:
-            for label, config in configs:
-                for fields in kinds:
-                    problem = Conv2DProblem(width, *size, **fields)
-                    m = evaluator.evaluate(config, problem)
-                    pixels = json.dumps(fields, separators=(",", ":"))
-                    if m.ok:
-                        gflops = problem.flops / (m.time_ms * 1e-3) / 1e9
-                        gbs = problem.min_bytes / (m.time_ms * 1e-3) / 1e9
-                        print(
-                            f"| {width} | {pixels} | {label} | ok | {m.time_ms:.4f} | {m.min_ms:.4f} "
-                            f"| {gflops:.0f} | {gbs:.0f} | {m.compile_ms:.0f} |",
-                            flush=True,
-                        )
-                    else:
-                        error = (m.error or "").splitlines()[0][:100] if m.error else ""
-                        print(
-                            f"| {width} | {pixels} | {label} | {m.status.value}: {error} | | | | | |",
-                            flush=True,
-                        )
+            for rank in ranks if takes_rank else [None]:
+                for label, config in configs:
+                    for fields in kinds:
+                        shape = dict(zip(family.problem_type.size_fields, size, strict=True))
+                        extra = {} if rank is None else {"rank": rank}
+                        problem = family.problem_type(filter_width=width, **shape, **extra, **fields)
+                        _report(evaluator.evaluate(config, problem), problem, label, fields)
     return 0
+
+
+def _report(m, problem, label: str, fields: dict) -> None:
+    pixels = json.dumps(fields, separators=(",", ":"))
+    rank = getattr(problem, "rank", None)
+    width = problem.filter_width if rank is None else f"{problem.filter_width} r{rank}"
+    if m.ok:
+        gflops = problem.flops / (m.time_ms * 1e-3) / 1e9
+        gbs = problem.min_bytes / (m.time_ms * 1e-3) / 1e9
+        print(
+            f"| {width} | {pixels} | {label} | ok | {m.time_ms:.4f} | {m.min_ms:.4f} "
+            f"| {gflops:.0f} | {gbs:.0f} | {m.compile_ms:.0f} |",
+            flush=True,
+        )
+    else:
+        error = (m.error or "").splitlines()[0][:100] if m.error else ""
+        print(f"| {width} | {pixels} | {label} | {m.status.value}: {error} | | | | | |", flush=True)
 
 
 if __name__ == "__main__":

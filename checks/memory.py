@@ -163,8 +163,9 @@ def _separable_cases() -> list[Case]:
     # Pixel types and every border, the tile staged (as 'same' output needs), anchors off centre.
     pixel_types = ("uint8", "uint16", "int16", "float16", "float32")
     for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
-        for row_columns in ("strided", "transposed"):
-            config = space.complete({**base, "cache_input": True, "row_columns": row_columns})
+        for row_columns, tiles_down in (("strided", 1), ("transposed", 1), ("contiguous", 4)):
+            config = {**base, "cache_input": True, "row_columns": row_columns, "tiles_down": tiles_down}
+            config = space.complete(config)
             dtype = pixel_types[number % len(pixel_types)]
             key = {"filter_width": 4, "rank": 2, "out_width": 11, "out_height": 6, "dtype": dtype}
             key |= {"out_dtype": dtype, "border": border} | ({"anchor": 3} if border != "none" else {})

@@ -102,6 +102,28 @@ def test_ranks_and_awkward_sizes(rank, out_size, row_columns):
     check(config, 3 + rank, rank, out_size, seed=rank)
 
 
+@pytest.mark.parametrize("tiles_down", [2, 4, 32])
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize(
+    "row_columns,cache_input", [("strided", False), ("contiguous", True), ("transposed", True)]
+)
+def test_tiles_that_walk_down_keep_the_rows_they_share(tiles_down, rank, row_columns, cache_input):
+    """Tiles of 4 rows at F = 5 (the most rows two tiles can share), over heights that end
+    inside a tile, on the last tile of a walk and past the last walk."""
+    config = {**BASE, "local_y": 2, "row_columns": row_columns, "cache_input": cache_input}
+    config["tiles_down"] = tiles_down
+    for seed, out_size in enumerate([(13, 7), (37, 23), (5, 67), (9, 8)]):
+        check(config, 5, rank, out_size, seed=seed)
+    check(config, 4, rank, (11, 9), seed=9)
+
+
+def test_walking_tiles_need_room_for_the_rows_they_share():
+    config = {**BASE, "local_y": 2, "work_y": 2, "tiles_down": 2}
+    with pytest.raises(UsageError, match="F - 1 rows"):
+        generate(config, 7, 1, SPACE)
+    assert SEPARABLE.render({**config}, SeparableProblem(5, 1, 8, 8)).work_per_item == (2, 4)
+
+
 @pytest.mark.parametrize(
     "name,row,column",
     [

@@ -70,7 +70,7 @@ def generate(
         raise UsageError("tap_space=literal compiles the taps into the kernel: give the filter")
     source = load_template(TEMPLATE_FILE).render(
         **config,
-        config_json=json.dumps(config, sort_keys=True),
+        config_json=json.dumps(space.comment_config(config), sort_keys=True),
         kernel_name=KERNEL_NAME,
         filter_width=filter_width,
         rank=rank,
@@ -91,7 +91,7 @@ def generate(
         source=source,
         kernel_name=KERNEL_NAME,
         local_size=(int(config["local_x"]), int(config["local_y"])),
-        work_per_item=(int(config["work_x"]), int(config["work_y"])),
+        work_per_item=(int(config["work_x"]), int(config["work_y"]) * int(config["tiles_down"])),
         build_options=(),
         config=dict(config),
         family="separable",

@@ -153,6 +153,16 @@ def _separable_cases() -> list[Case]:
         for cache_input in (False, True):
             config = {**base, "work_x": 4, "work_y": 4, "row_columns": row_columns}
             configs.append(space.complete({**config, "cache_input": cache_input}))
+    # Row windows wider than work_x, read as floats or float4s, also on tiles that walk down.
+    for row_columns, row_window, row_loads, tiles_down in (
+        ("contiguous", 8, 1, 1),
+        ("transposed", 8, 4, 1),
+        ("contiguous", 16, 4, 2),
+        ("transposed", 4, 4, 4),
+    ):
+        config = {**base, "work_x": 4, "work_y": 4, "row_columns": row_columns, "cache_input": True}
+        config |= {"row_window": row_window, "row_loads": row_loads, "tiles_down": tiles_down}
+        configs.append(space.complete(config))
     out = []
     for i, config in enumerate(configs):
         for filter_width, rank, (out_w, out_h) in ((3, 1, (7, 5)), (4 + i % 3, 2, (13, 9)), (5, 1, (1, 1))):

@@ -163,6 +163,10 @@ def _separable_cases() -> list[Case]:
         config = {**base, "work_x": 4, "work_y": 4, "row_columns": row_columns, "cache_input": True}
         config |= {"row_window": row_window, "row_loads": row_loads, "tiles_down": tiles_down}
         configs.append(space.complete(config))
+    # Work-items that walk down whole columns, carrying the shared rows in registers.
+    for row_columns, cache_input in (("strided", False), ("transposed", True)):
+        config = {**base, "local_y": 1, "work_y": 4, "tiles_down": 4, "carry_rows": True}
+        configs.append(space.complete({**config, "row_columns": row_columns, "cache_input": cache_input}))
     out = []
     for i, config in enumerate(configs):
         for filter_width, rank, (out_w, out_h) in ((3, 1, (7, 5)), (4 + i % 3, 2, (13, 9)), (5, 1, (1, 1))):

@@ -117,6 +117,22 @@ def test_tiles_that_walk_down_keep_the_rows_they_share(tiles_down, rank, row_col
     check(config, 4, rank, (11, 9), seed=9)
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize(
+    "row_columns,cache_input,row_window",
+    [("strided", False, 0), ("contiguous", True, 8), ("transposed", True, 4)],
+)
+def test_columns_that_carry_their_rows_in_registers(rank, row_columns, cache_input, row_window):
+    config = {**BASE, "local_y": 1, "work_y": 4, "row_columns": row_columns, "cache_input": cache_input}
+    config |= {"row_window": row_window, "tiles_down": 4, "carry_rows": True}
+    for seed, out_size in enumerate([(13, 7), (37, 23), (5, 67), (9, 16)]):
+        check(config, 5, rank, out_size, seed=seed)
+    # Tiles of fewer than F - 1 rows: the carried values span several tiles.
+    check({**config, "work_y": 2, "tiles_down": 32}, 9, rank, (11, 70), seed=9)
+    with pytest.raises(UsageError, match="carry_rows needs local_y=1"):
+        generate({**config, "local_y": 2}, 5, rank, SPACE)
+
+
 def test_walking_tiles_need_room_for_the_rows_they_share():
     config = {**BASE, "local_y": 2, "work_y": 2, "tiles_down": 2}
     with pytest.raises(UsageError, match="F - 1 rows"):

@@ -1,9 +1,9 @@
 """`autotune.Convolver`: one convolution set up once and called many times.
 
-`convolve()` looks the kernel up, compiles (or finds) it and allocates buffers on every
-call. A Convolver does that once for an image shape and a filter: the kernel is chosen
-from the database when it is built (a faster kernel tuned later is used by a Convolver
-built later), its taps are uploaded once, and a call moves only the image and the
+`convolve()` keeps a plan per request (autotune/plans.py: the kernel chosen, compiled,
+the taps uploaded) but still allocates the image's buffers on every call. A Convolver
+takes a plan when it is built and keeps it: its kernel is fixed then (a faster kernel
+tuned later is used by a Convolver built later), and a call moves only the image and the
 result. Called with a `pyopencl.array.Array` it moves nothing: the kernel reads the
 array in place and writes a device array (`out=` to reuse one), without waiting unless
 asked, so calls chain on the queue.
@@ -26,8 +26,8 @@ from autotune.call_arguments import (
     pixels_of,
     prepared_filter,
 )
-from autotune.families import get_family
 from autotune.lookup import Choice
+from autotune.plans import prepared
 
 
 class Convolver:
@@ -82,24 +82,12 @@ class Convolver:
                 "autotune.convolve() runs it in bands"
             )
         device_index = runtime._check_options(device, db)
-        with runtime._lock:
-            info, self.context, self.queue = runtime._context(device_index)
-            self.plan: Choice
-            self.plan, values = runtime._plan(
-                size, filt.shape, info, db, filt, algorithm, specialise, self._pixels
-            )
-            self._family = get_family(self.plan.problem.family)
-            self._variant = runtime._variant(self.plan, self._family, values, info, db, specialise)
-            variant = self._variant
-            self._kernel = runtime._kernel(
-                device_index, self.context, variant.source, variant.kernel_name, variant.build_options
-            )
-        taps = self._family.value_arrays(values)
+        kept = prepared(device_index, db, size, filt, algorithm, specialise, self._pixels)
+        self.context, self.queue = kept.context, kept.queue
+        self.plan: Choice = kept.choice
+        self._family, self._variant, self._kernel = kept.family, kept.variant, kept.kernel
+        self._taps: dict[str, Any] = dict(kept.taps)  # shared with the plan: read only
         mf = cl.mem_flags
-        self._taps: dict[str, Any] = {
-            name: cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
-            for name, a in taps.items()
-        }
         if getattr(self.plan.problem, "same", False):
             self._taps["border_value"] = border_value
         problem = self.plan.problem

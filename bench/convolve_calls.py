@@ -4,13 +4,26 @@ first call for a width, the same or a new filter again, and the same with
 `specialise=True` (a kernel with the filter compiled in, one compile per filter).
 
     python3 bench/convolve_calls.py --device 0 --db sqlite:///tuned.db --filter-width 9 [-s 4096x4096]
+
+With `--repeated WxH,...`: the same call repeated on small images (median wall time
+per call), in this tree and, with `--baseline DIR` (another commit's files, e.g.
+`mkdir /tmp/before && git archive <commit> | tar -x -C /tmp/before`), in that tree too:
+each tree times in a process of its own, and the two take turns round by round so both
+see the same load.
+
+    python3 bench/convolve_calls.py --db sqlite:///t.db --repeated 64x64,256x256 -f 3 --baseline /tmp/before
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +38,16 @@ def main() -> int:
     parser.add_argument("--db", required=True)
     parser.add_argument("--filter-width", default="9")
     parser.add_argument("--image-size", "-s", default=None, help="output WxH (default 4096x4096)")
+    parser.add_argument("--repeated", default=None, help="output sizes WxH,... of repeated calls")
+    parser.add_argument("--baseline", default=None, help="another tree to time beside this one")
+    parser.add_argument("--calls", type=int, default=200, help="calls per round (--repeated)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per tree (--repeated)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    if args.repeated:
+        return repeated(args)
     width_px, height_px = parse_image_size(args.image_size) if args.image_size else GPU_IMAGE
     rng = np.random.default_rng(0)
     print("| F | call | kernel | wall ms |")
@@ -51,6 +73,78 @@ def main() -> int:
             kind = "filter compiled in" if "filter_values" in source else "reads the argument"
             print(f"| {width} | {label} | {kind} | {wall:.1f} |", flush=True)
     return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Answer 'width height filter_width calls' lines with the median ms per call (after
+    one warm-up call), as JSON, in whatever tree PYTHONPATH points at."""
+    for line in sys.stdin:
+        width_px, height_px, width, calls = (int(n) for n in line.split())
+        rng = np.random.default_rng(0)
+        image = rng.uniform(-1, 1, (height_px + width - 1, width_px + width - 1)).astype(np.float32)
+        filt = rng.uniform(-1, 1, (width, width)).astype(np.float32)
+        autotune.convolve(image, filt, device=args.device, db=args.db)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            autotune.convolve(image, filt, device=args.device, db=args.db)
+            times.append((time.perf_counter() - start) * 1e3)
+        print(json.dumps({"median_ms": statistics.median(times), "min_ms": min(times)}), flush=True)
+    return 0
+
+
+def repeated(args: argparse.Namespace) -> int:
+    trees = {"this tree": Path(__file__).resolve().parent.parent}
+    if args.baseline:
+        trees = {"baseline": Path(args.baseline).resolve(), **trees}
+    workers = {}
+    for name, tree in trees.items():
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--db", args.db]
+        command += ["--device", str(args.device)]
+        workers[name] = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+    revisions = {name: _revision(tree) for name, tree in trees.items()}
+    print(
+        f"Repeated `autotune.convolve()` calls, {time.strftime('%Y-%m-%d')}, device {args.device}, "
+        f"--db {args.db}; wall ms per call: median of {args.calls} calls per round, "
+        f"median over {args.rounds} rounds; trees take turns round by round.\n"
+    )
+    names = list(trees)
+    print(
+        "| output | F | "
+        + " | ".join(f"{n} ({revisions[n]})" for n in names)
+        + " | "
+        + ("ratio |" if len(names) == 2 else "")
+    )
+    print("|---|---|" + "---|" * (len(names) + (len(names) == 2)))
+    for size in args.repeated.split(","):
+        width_px, height_px = parse_image_size(size)
+        for width in parse_filter_widths(args.filter_width):
+            medians: dict[str, list[float]] = {n: [] for n in names}
+            for _ in range(args.rounds):
+                for name in names:
+                    process = workers[name]
+                    process.stdin.write(f"{width_px} {height_px} {width} {args.calls}\n")
+                    process.stdin.flush()
+                    medians[name].append(json.loads(process.stdout.readline())["median_ms"])
+            cells = [f"{statistics.median(medians[n]):.3f}" for n in names]
+            if len(names) == 2:
+                ratio = statistics.median(medians[names[0]]) / statistics.median(medians[names[1]])
+                cells.append(f"{ratio:.1f}x")
+            print(f"| {width_px}x{height_px} | {width} | " + " | ".join(cells) + " |", flush=True)
+    for process in workers.values():
+        process.stdin.close()
+        process.wait()
+    return 0
+
+
+def _revision(tree: Path) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return result.stdout.strip() or tree.name  # files without git: the folder names them
 
 
 if __name__ == "__main__":

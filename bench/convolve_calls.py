@@ -36,7 +36,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--db", required=True)
-    parser.add_argument("--filter-width", default="9")
+    parser.add_argument("--filter-width", "-f", default="9")
     parser.add_argument("--image-size", "-s", default=None, help="output WxH (default 4096x4096)")
     parser.add_argument("--repeated", default=None, help="output sizes WxH,... of repeated calls")
     parser.add_argument("--baseline", default=None, help="another tree to time beside this one")

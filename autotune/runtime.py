@@ -1,8 +1,9 @@
 """`autotune.convolve()`: run the best known kernel on a NumPy image.
 
 The kernel comes from the database through the lookup ladder (autotune/lookup.py);
-contexts and compiled programs are cached per process, so repeated calls pay only for
-the transfer and the kernel.
+contexts, compiled programs and plans (autotune/plans.py) are cached per process, so
+repeated calls pay only for the transfer and the kernel, and one cheap check that the
+database has not changed.
 
 A filter that is a sum of a few outer products (rank r: Gaussian, box and Sobel are
 rank 1) can also run as r row/column terms (the separable family). With

@@ -46,6 +46,7 @@ from autotune.families.image import pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
 from autotune.families.separable.terms import separable_terms
+from autotune.host_memory import aligned_empty, fetch, usable_in_place, wrap
 from autotune.lookup import Choice, any_data_config, resolve
 from autotune.space import Config
 
@@ -369,7 +370,11 @@ def convolve(
     arguments: dict[str, Any] = dict(kept.taps)
     if getattr(problem, "same", False):
         arguments["border_value"] = border_value
-    output = np.empty(problem.output_shape, dtype=problem.output_dtype)
+    alignment = kept.host_alignment  # a CPU device: arrays it can use in place are not copied
+    if alignment is None:
+        output = np.empty(problem.output_shape, dtype=problem.output_dtype)
+    else:
+        output = aligned_empty(problem.output_shape, problem.output_dtype, alignment)
     if frames > 1 or getattr(problem, "same", False):
         launches = [(problem, pixels_in, output)]
     else:
@@ -384,17 +389,25 @@ def convolve(
             for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), filt.shape)
         ]
     for band, band_input, band_output in launches:
-        buffers = {
-            **arguments,
-            "input": cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input),
-            "output": cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes),
-        }
+        if usable_in_place(band_input, alignment, band_input.dtype):
+            source = wrap(context, band_input, writes=False)
+        else:
+            source = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input)
+        direct = usable_in_place(band_output, alignment, band_output.dtype, writes=True)
+        if direct:
+            target = wrap(context, band_output, writes=True)
+        else:
+            target = cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes)
+        buffers = {**arguments, "input": source, "output": target}
         with _lock:
             kernel.set_args(*family.arguments(variant, band, buffers))
             global_size = family.global_size(variant, band)
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
-        cl.enqueue_copy(queue, band_output, buffers["output"])
-        queue.finish()
+        if direct:
+            fetch(queue, target, band_output)
+        else:
+            cl.enqueue_copy(queue, band_output, target)
+            queue.finish()
     if pixels_in.ndim == 3 + int(frames > 1) and channels == 1:  # (..., H, W, 1) in: (..., H', W', 1) out
         output = output[..., None]
     if batch and frames == 1:

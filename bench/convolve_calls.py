@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from bench_common import TreeWorkers
 
 import autotune
 from autotune import runtime
@@ -76,20 +75,21 @@ def main() -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    """Answer 'width height filter_width calls' lines with the median ms per call (after
-    one warm-up call), as JSON, in whatever tree PYTHONPATH points at."""
+    """Answer {"size": [W, H], "width": F, "calls": N} lines with the median ms per call
+    (after one warm-up call), as JSON, in whatever tree PYTHONPATH points at."""
     for line in sys.stdin:
-        width_px, height_px, width, calls = (int(n) for n in line.split())
+        request = json.loads(line)
+        (width_px, height_px), width = request["size"], request["width"]
         rng = np.random.default_rng(0)
         image = rng.uniform(-1, 1, (height_px + width - 1, width_px + width - 1)).astype(np.float32)
         filt = rng.uniform(-1, 1, (width, width)).astype(np.float32)
         autotune.convolve(image, filt, device=args.device, db=args.db)
         times = []
-        for _ in range(calls):
+        for _ in range(request["calls"]):
             start = time.perf_counter()
             autotune.convolve(image, filt, device=args.device, db=args.db)
             times.append((time.perf_counter() - start) * 1e3)
-        print(json.dumps({"median_ms": statistics.median(times), "min_ms": min(times)}), flush=True)
+        print(json.dumps({"median_ms": statistics.median(times)}), flush=True)
     return 0
 
 
@@ -97,54 +97,32 @@ def repeated(args: argparse.Namespace) -> int:
     trees = {"this tree": Path(__file__).resolve().parent.parent}
     if args.baseline:
         trees = {"baseline": Path(args.baseline).resolve(), **trees}
-    workers = {}
-    for name, tree in trees.items():
-        env = dict(os.environ, PYTHONPATH=str(tree))
-        command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--db", args.db]
-        command += ["--device", str(args.device)]
-        workers[name] = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-        )
-    revisions = {name: _revision(tree) for name, tree in trees.items()}
+    workers = TreeWorkers(__file__, trees, ["--db", args.db, "--device", str(args.device)])
     print(
         f"Repeated `autotune.convolve()` calls, {time.strftime('%Y-%m-%d')}, device {args.device}, "
         f"--db {args.db}; wall ms per call: median of {args.calls} calls per round, "
         f"median over {args.rounds} rounds; trees take turns round by round.\n"
     )
     names = list(trees)
-    print(
-        "| output | F | "
-        + " | ".join(f"{n} ({revisions[n]})" for n in names)
-        + " | "
-        + ("ratio |" if len(names) == 2 else "")
-    )
-    print("|---|---|" + "---|" * (len(names) + (len(names) == 2)))
+    header = ["output", "F", *(f"{n} ({workers.revisions[n]})" for n in names)]
+    header += ["ratio"] if len(names) == 2 else []
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
     for size in args.repeated.split(","):
         width_px, height_px = parse_image_size(size)
         for width in parse_filter_widths(args.filter_width):
             medians: dict[str, list[float]] = {n: [] for n in names}
+            request = {"size": [width_px, height_px], "width": width, "calls": args.calls}
             for _ in range(args.rounds):
                 for name in names:
-                    process = workers[name]
-                    process.stdin.write(f"{width_px} {height_px} {width} {args.calls}\n")
-                    process.stdin.flush()
-                    medians[name].append(json.loads(process.stdout.readline())["median_ms"])
+                    medians[name].append(workers.ask(name, request)["median_ms"])
             cells = [f"{statistics.median(medians[n]):.3f}" for n in names]
             if len(names) == 2:
                 ratio = statistics.median(medians[names[0]]) / statistics.median(medians[names[1]])
                 cells.append(f"{ratio:.1f}x")
             print(f"| {width_px}x{height_px} | {width} | " + " | ".join(cells) + " |", flush=True)
-    for process in workers.values():
-        process.stdin.close()
-        process.wait()
+    workers.close()
     return 0
-
-
-def _revision(tree: Path) -> str:
-    result = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return result.stdout.strip() or tree.name  # files without git: the folder names them
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from autotune.call_arguments import (
     pixels_of,
     prepared_filter,
 )
+from autotune.chunks import ChunkedCalls, plan_chunks
 from autotune.host_memory import aligned_empty, fetch, usable_in_place, wrap
 from autotune.lookup import Choice
 from autotune.plans import prepared
@@ -45,7 +46,11 @@ class Convolver:
     the result is written into an aligned array made for the call (or into `out=`, if
     aligned and not overlapping the image). Other arrays are copied once into aligned
     staging arrays. `zero_copy=False` stages every call, as on a GPU; `.zero_copy` says
-    which way calls run, `.host_copies` counts the arrays copied on the host so far."""
+    which way calls run, `.host_copies` counts the arrays copied on the host so far.
+
+    `chunks=N` (N > 1) splits a staged NumPy call (a GPU's, or with `zero_copy=False`)
+    into N bands of rows whose uploads, kernels and downloads overlap
+    (autotune/chunks.py); results equal the unchunked call's exactly."""
 
     def __init__(
         self,
@@ -65,6 +70,7 @@ class Convolver:
         batch: bool = False,
         anchor: tuple[int, int] | None = None,
         zero_copy: bool = True,
+        chunks: int = 1,
     ) -> None:
 
         if not isinstance(image_shape, tuple) or not all(type(n) is int and n > 0 for n in image_shape):
@@ -111,6 +117,19 @@ class Convolver:
         # A CPU device reads and writes NumPy arrays in place (autotune/host_memory.py).
         self._alignment = kept.host_alignment if zero_copy else None
         self.zero_copy = self._alignment is not None
+        if type(chunks) is not int or chunks < 1:
+            raise ValueError(f"chunks must be a positive int, got {chunks!r}")
+        if chunks > 1 and batch:
+            raise ValueError("chunks split one image's rows; a batch (batch=True) runs in one launch")
+        padding = self._pixels.padding(self.filter_shape)[0] if self._pixels.border != "none" else None
+        self._chunks = (
+            plan_chunks(
+                problem, padding, self.filter_shape[0], self.image_shape[0], chunks, self._pixels.border
+            )
+            if chunks > 1
+            else None
+        )
+        self._chunk_calls: ChunkedCalls | None = None
         self._staging: tuple[Any, ...] | None = None  # host arrays and buffers, made on the first NumPy call
         self._host_calls = threading.Lock()  # NumPy calls share the staging buffers
         self.host_copies = 0  # whole arrays copied on the host by NumPy calls (staging, conversion)
@@ -147,20 +166,51 @@ class Convolver:
             result, _ = cl.enqueue_map_buffer(
                 self.queue, back, flags, 0, self.output_shape, self.output_dtype
             )
-            device_image = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
-            device_result = cl.Buffer(self.context, mf.WRITE_ONLY, size=output_bytes)
+            device_image = device_result = None  # chunked calls have buffers of their own
+            if self._chunks is None:
+                device_image = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
+                device_result = cl.Buffer(self.context, mf.WRITE_ONLY, size=output_bytes)
             self._staging = (image, result, device_image, device_result, into, back)
         return self._staging[:4]  # type: ignore[return-value]
 
-    def _launch(self, input_buffer: Any, output_buffer: Any, wait_for: Any = None) -> Any:
+    def _launch(
+        self, input_buffer: Any, output_buffer: Any, wait_for: Any = None, problem: Any = None
+    ) -> Any:
+        """Queue the kernel on `problem` (default: the whole image; a chunk's band)."""
         import pyopencl as cl
 
         buffers = {**self._taps, "input": input_buffer, "output": output_buffer}
+        problem = problem or self.plan.problem
+        size = (
+            self._global_size
+            if problem is self.plan.problem
+            else self._family.global_size(self._variant, problem)
+        )
         with runtime._lock:
-            self._kernel.set_args(*self._family.arguments(self._variant, self.plan.problem, buffers))
+            self._kernel.set_args(*self._family.arguments(self._variant, problem, buffers))
             return cl.enqueue_nd_range_kernel(
-                self.queue, self._kernel, self._global_size, self._variant.local_size, wait_for=wait_for
+                self.queue, self._kernel, size, self._variant.local_size, wait_for=wait_for
             )
+
+    def _chunked(self, host: np.ndarray, out: np.ndarray) -> None:
+        """A staged call in chunks of rows (autotune/chunks.py)."""
+        assert self._chunks is not None
+        staged_image, staged_result, _, _ = self._staged()
+        if self._chunk_calls is None:
+            in_row = math.prod(self.image_shape[1:]) * self.dtype.itemsize
+            out_row = math.prod(self.output_shape[1:]) * self.output_dtype.itemsize
+            self._chunk_calls = ChunkedCalls(self.context, self._chunks, in_row, out_row)
+
+        def launch(problem: Any, source: Any, target: Any, wait_for: list[Any]) -> Any:
+            event = self._launch(source, target, wait_for, problem)
+            self.queue.flush()
+            return event
+
+        def finish(first: int, rows: int) -> None:
+            np.copyto(out[first : first + rows], as_result(staged_result[first : first + rows], out.dtype))
+
+        self._chunk_calls.run(host, staged_image, staged_result, launch, finish)
+        self.host_copies += 2
 
     def __call__(self, image: Any, *, out: Any = None, wait: bool = True) -> Any:
         """NumPy in, NumPy out (the image's shape must be `image_shape`); or a pyopencl
@@ -191,7 +241,9 @@ class Convolver:
         ):
             raise ValueError(f"out must be a {result_dtype} NumPy array of shape {self.output_shape}")
         with self._host_calls:
-            if self._alignment is None:
+            if self._alignment is None and self._chunks is not None:
+                self._chunked(host, out)
+            elif self._alignment is None:
                 staged_image, staged_result, device_image, device_result = self._staged()
                 np.copyto(staged_image, host, casting="unsafe")
                 cl.enqueue_copy(self.queue, device_image, staged_image, is_blocking=False)

@@ -35,6 +35,7 @@ import autotune.runtime as runtime
 from autotune.call_arguments import Pixels
 from autotune.devices import DeviceInfo
 from autotune.families import KernelFamily, KernelVariant, get_family
+from autotune.host_memory import host_alignment
 from autotune.lookup import Choice
 
 PLAN_CACHE_SIZE = 64
@@ -124,9 +125,7 @@ def _build(
         name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
         for name, a in family.value_arrays(values).items()
     }
-    device = context.devices[0]
-    unified = info.is_cpu or bool(getattr(device, "host_unified_memory", False))
-    alignment = max(device.mem_base_addr_align // 8, 16) if unified else None
+    alignment = host_alignment(info, context.devices[0])
     return Plan(info, context, queue, choice, family, variant, kernel, taps, alignment)
 
 

@@ -1,11 +1,12 @@
 """Read-only databases kept open for `convolve()`, `plan()` and `Convolver`, and the
 cheap check that says whether a database changed since an answer was read from it.
 
-Opening a database read-only checks its schema (a few queries, about 2 ms on SQLite);
-a process that convolves many images would pay that on every call. So the stores are
+Opening a database read-only checks its schema and reading the best rows takes a few
+queries (8.5 ms on SQLite on the 2-core CPU, `bench/convolve_calls.py --repeated`); a
+process that convolves many images would pay that on every call. So the stores are
 kept, one per URL (the few most recently used), and `generation(url)` answers in one
-aggregate query on a pooled connection (about 20 µs on SQLite) with a value that
-changes whenever a best kernel or a trial is added or replaced. Callers that cache
+aggregate query on a pooled connection (66 µs there) with a value that changes
+whenever a best kernel or a trial is added or replaced. Callers that cache
 what they read (the plan cache) compare generations instead of reading again.
 """
 

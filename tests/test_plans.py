@@ -137,3 +137,24 @@ def test_clear_plans_lets_go_of_the_device(tmp_path):
     assert context() is None, "no plan, program or queue holds the old context"
     np.testing.assert_array_equal(autotune.convolve(IMAGE, FILTER, db=db), first)
     assert autotune.plan_cache_info().currsize == 1 and runtime._contexts[0][1] is not context()
+
+
+def test_a_database_of_an_older_schema_is_watched_through_its_file(tmp_path):
+    """Read through an upgraded copy in memory, an older database gives plans that last
+    until its file changes (here: `autotune upgrade` rewrites it)."""
+    from tests.test_schema import ANSWERS, SECOND, upgraded
+
+    path = upgraded(SECOND, tmp_path, as_this_device=True)
+    db = f"sqlite:///{path}"
+    image = np.load(ANSWERS / "convolve_in_f5.npy")
+    filt = np.load(ANSWERS / "convolve_filter_f5.npy")
+    first = autotune.convolve(image, filt, db=db)
+    before = autotune.plan_cache_info()
+    np.testing.assert_array_equal(autotune.convolve(image, filt, db=db), first)
+    after = autotune.plan_cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+    cli_json("upgrade", "--db", db)
+    np.testing.assert_array_equal(autotune.convolve(image, filt, db=db), first)
+    assert autotune.plan_cache_info().misses == after.misses + 1, "the file changed: a new plan"
+    np.testing.assert_array_equal(autotune.convolve(image, filt, db=db), first)
+    assert autotune.plan_cache_info().misses == after.misses + 1

@@ -12,9 +12,13 @@ frames, border, anchor, flip, `algorithm` and `specialise`. Semantics:
   on the next call, so `convolve()` picks a kernel tuned meanwhile on its next call,
   and so does a `Convolver` built after it. A `Convolver` already built keeps the plan
   it was built with until it is built again.
-- Bounded: the `PLAN_CACHE_SIZE` most recently used plans are kept (compiled programs
-  have their own bound in `runtime.KERNEL_CACHE_SIZE`).
-- Thread-safe: one lock guards the cache; plans are immutable and shared.
+- Bounded: the `PLAN_CACHE_SIZE` most recently used plans are kept. A plan holds its
+  compiled program, so a program dropped from `runtime._kernels` (its own bound,
+  `runtime.KERNEL_CACHE_SIZE`) lives on while a plan uses it: at most both bounds'
+  worth of programs are alive.
+- Thread-safe: one lock guards the cache; plans are immutable and shared (a kernel's
+  arguments are set and it is queued under `runtime._lock`). Two threads that miss on
+  the same request at once both look it up; the program is compiled once.
 - Tied to the context it was made in: a plan whose context is no longer the one the
   process holds for its device is dropped, never used. `clear_plans()` lets go of
   every plan, compiled program, context and kept database connection, so nothing of

@@ -1,9 +1,9 @@
 """`autotune.Convolver`: one convolution set up once and called many times.
 
-`convolve()` looks the kernel up, compiles (or finds) it and allocates buffers on every
-call. A Convolver does that once for an image shape and a filter: the kernel is chosen
-from the database when it is built (a faster kernel tuned later is used by a Convolver
-built later), its taps are uploaded once, and a call moves only the image and the
+`convolve()` keeps a plan per request (autotune/plans.py: the kernel chosen, compiled,
+the taps uploaded) but still allocates the image's buffers on every call. A Convolver
+takes a plan when it is built and keeps it: its kernel is fixed then (a faster kernel
+tuned later is used by a Convolver built later), and a call moves only the image and the
 result. Called with a `pyopencl.array.Array` it moves nothing: the kernel reads the
 array in place and writes a device array (`out=` to reuse one), without waiting unless
 asked, so calls chain on the queue.
@@ -26,8 +26,10 @@ from autotune.call_arguments import (
     pixels_of,
     prepared_filter,
 )
-from autotune.families import get_family
+from autotune.chunks import ChunkedCalls, plan_chunks
+from autotune.host_memory import aligned_empty, fetch, usable_in_place, wrap
 from autotune.lookup import Choice
+from autotune.plans import prepared
 
 
 class Convolver:
@@ -36,7 +38,19 @@ class Convolver:
     (H, W, C), with `batch=True` (N, H, W) or (N, H, W, C), and `dtype` their pixel
     type. `.queue` and `.context` are the device's: make device arrays with them
     (`pyopencl.array.to_device(convolver.queue, image)`).
-    `.plan` is the kernel chosen."""
+    `.plan` is the kernel chosen.
+
+    On a device that shares host memory (a CPU: PoCL) a NumPy call copies nothing where
+    it can: an image that is C-contiguous, of `dtype` and aligned to the device's base
+    alignment (128 bytes on PoCL; `empty_image()` makes one) is read where it is, and
+    the result is written into an aligned array made for the call (or into `out=`, if
+    aligned and not overlapping the image). Other arrays are copied once into aligned
+    staging arrays. `zero_copy=False` stages every call, as on a GPU; `.zero_copy` says
+    which way calls run, `.host_copies` counts the arrays copied on the host so far.
+
+    `chunks=N` (N > 1) splits a staged NumPy call (a GPU's, or with `zero_copy=False`)
+    into N bands of rows whose uploads, kernels and downloads overlap
+    (autotune/chunks.py); results equal the unchunked call's exactly."""
 
     def __init__(
         self,
@@ -55,8 +69,9 @@ class Convolver:
         algorithm: str = "auto",
         batch: bool = False,
         anchor: tuple[int, int] | None = None,
+        zero_copy: bool = True,
+        chunks: int = 1,
     ) -> None:
-        import pyopencl as cl
 
         if not isinstance(image_shape, tuple) or not all(type(n) is int and n > 0 for n in image_shape):
             raise ValueError(f"image_shape must be a tuple of positive ints, got {image_shape!r}")
@@ -82,24 +97,11 @@ class Convolver:
                 "autotune.convolve() runs it in bands"
             )
         device_index = runtime._check_options(device, db)
-        with runtime._lock:
-            info, self.context, self.queue = runtime._context(device_index)
-            self.plan: Choice
-            self.plan, values = runtime._plan(
-                size, filt.shape, info, db, filt, algorithm, specialise, self._pixels
-            )
-            self._family = get_family(self.plan.problem.family)
-            self._variant = runtime._variant(self.plan, self._family, values, info, db, specialise)
-            variant = self._variant
-            self._kernel = runtime._kernel(
-                device_index, self.context, variant.source, variant.kernel_name, variant.build_options
-            )
-        taps = self._family.value_arrays(values)
-        mf = cl.mem_flags
-        self._taps: dict[str, Any] = {
-            name: cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
-            for name, a in taps.items()
-        }
+        kept = prepared(device_index, db, size, filt, algorithm, specialise, self._pixels)
+        self.context, self.queue = kept.context, kept.queue
+        self.plan: Choice = kept.choice
+        self._family, self._variant, self._kernel = kept.family, kept.variant, kept.kernel
+        self._taps: dict[str, Any] = dict(kept.taps)  # shared with the plan: read only
         if getattr(self.plan.problem, "same", False):
             self._taps["border_value"] = border_value
         problem = self.plan.problem
@@ -111,41 +113,104 @@ class Convolver:
             *((channels,) if len(image_shape) == 3 + int(batch) else ()),
         )
         self.output_dtype = self.plan.problem.output_dtype  # what the kernel writes
-        input_bytes = math.prod(self.image_shape) * self.dtype.itemsize  # both forms read the image as it is
-        self._input = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
-        output_bytes = math.prod(self.output_shape) * self.output_dtype.itemsize
-        self._output = cl.Buffer(self.context, mf.WRITE_ONLY, size=output_bytes)
         self._global_size = self._family.global_size(self._variant, self.plan.problem)
-        self._staging: tuple[Any, ...] | None = None  # pinned host buffers, made on the first NumPy call
-        self._host_calls = threading.Lock()  # NumPy calls share the staging and device buffers
+        # A CPU device reads and writes NumPy arrays in place (autotune/host_memory.py).
+        self._alignment = kept.host_alignment if zero_copy else None
+        self.zero_copy = self._alignment is not None
+        if type(chunks) is not int or chunks < 1:
+            raise ValueError(f"chunks must be a positive int, got {chunks!r}")
+        if chunks > 1 and batch:
+            raise ValueError("chunks split one image's rows; a batch (batch=True) runs in one launch")
+        padding = self._pixels.padding(self.filter_shape)[0] if self._pixels.border != "none" else None
+        self._chunks = (
+            plan_chunks(
+                problem, padding, self.filter_shape[0], self.image_shape[0], chunks, self._pixels.border
+            )
+            if chunks > 1
+            else None
+        )
+        self._chunk_calls: ChunkedCalls | None = None
+        self._staging: tuple[Any, ...] | None = None  # host arrays and buffers, made on the first NumPy call
+        self._host_calls = threading.Lock()  # NumPy calls share the staging buffers
+        self.host_copies = 0  # whole arrays copied on the host by NumPy calls (staging, conversion)
 
-    def _pinned(self) -> tuple[np.ndarray, np.ndarray]:
-        """Page-locked host arrays for the image and the result, mapped once and kept:
-        transfers from and to them run at full bus speed, where pageable NumPy memory
-        is staged by the driver first."""
+    def empty_image(self) -> np.ndarray:
+        """An uninitialised array of `image_shape` and `dtype` that calls read in place
+        (aligned for this device): fill it, then call."""
+        if self._alignment is None:
+            return np.empty(self.image_shape, self.dtype)
+        return aligned_empty(self.image_shape, self.dtype, self._alignment)
+
+    def _staged(self) -> tuple[np.ndarray, np.ndarray, Any, Any]:
+        """Host arrays for the image and the result, and the device buffers they move
+        to and from, made once and kept. On a GPU the host arrays are page-locked
+        (transfers from and to them run at full bus speed, where pageable NumPy memory is
+        staged by the driver first); on a CPU device they are the buffers themselves,
+        aligned, for images and results that cannot be used in place."""
         import pyopencl as cl
 
         if self._staging is None:
             mf = cl.mem_flags
-            into = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=self._input.size)
-            back = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=self._output.size)
+            input_bytes = math.prod(self.image_shape) * self.dtype.itemsize  # both forms read it as it is
+            output_bytes = math.prod(self.output_shape) * self.output_dtype.itemsize
+            if self._alignment is not None:
+                image = aligned_empty(self.image_shape, self.dtype, self._alignment)
+                result = aligned_empty(self.output_shape, self.output_dtype, self._alignment)
+                buffers = (wrap(self.context, image, writes=False), wrap(self.context, result, writes=True))
+                self._staging = (image, result, *buffers)
+                return self._staging  # type: ignore[return-value]
+            into = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=input_bytes)
+            back = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=output_bytes)
             flags = cl.map_flags.READ | cl.map_flags.WRITE
             image, _ = cl.enqueue_map_buffer(self.queue, into, flags, 0, self.image_shape, self.dtype)
             result, _ = cl.enqueue_map_buffer(
                 self.queue, back, flags, 0, self.output_shape, self.output_dtype
             )
-            self._staging = (into, back, image, result)
-        return self._staging[2], self._staging[3]
+            device_image = device_result = None  # chunked calls have buffers of their own
+            if self._chunks is None:
+                device_image = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)
+                device_result = cl.Buffer(self.context, mf.WRITE_ONLY, size=output_bytes)
+            self._staging = (image, result, device_image, device_result, into, back)
+        return self._staging[:4]  # type: ignore[return-value]
 
-    def _launch(self, input_buffer: Any, output_buffer: Any, wait_for: Any = None) -> Any:
+    def _launch(
+        self, input_buffer: Any, output_buffer: Any, wait_for: Any = None, problem: Any = None
+    ) -> Any:
+        """Queue the kernel on `problem` (default: the whole image; a chunk's band)."""
         import pyopencl as cl
 
         buffers = {**self._taps, "input": input_buffer, "output": output_buffer}
+        problem = problem or self.plan.problem
+        size = (
+            self._global_size
+            if problem is self.plan.problem
+            else self._family.global_size(self._variant, problem)
+        )
         with runtime._lock:
-            self._kernel.set_args(*self._family.arguments(self._variant, self.plan.problem, buffers))
+            self._kernel.set_args(*self._family.arguments(self._variant, problem, buffers))
             return cl.enqueue_nd_range_kernel(
-                self.queue, self._kernel, self._global_size, self._variant.local_size, wait_for=wait_for
+                self.queue, self._kernel, size, self._variant.local_size, wait_for=wait_for
             )
+
+    def _chunked(self, host: np.ndarray, out: np.ndarray) -> None:
+        """A staged call in chunks of rows (autotune/chunks.py)."""
+        assert self._chunks is not None
+        staged_image, staged_result, _, _ = self._staged()
+        if self._chunk_calls is None:
+            in_row = math.prod(self.image_shape[1:]) * self.dtype.itemsize
+            out_row = math.prod(self.output_shape[1:]) * self.output_dtype.itemsize
+            self._chunk_calls = ChunkedCalls(self.context, self._chunks, in_row, out_row)
+
+        def launch(problem: Any, source: Any, target: Any, wait_for: list[Any]) -> Any:
+            event = self._launch(source, target, wait_for, problem)
+            self.queue.flush()
+            return event
+
+        def finish(first: int, rows: int) -> None:
+            np.copyto(out[first : first + rows], as_result(staged_result[first : first + rows], out.dtype))
+
+        self._chunk_calls.run(host, staged_image, staged_result, launch, finish)
+        self.host_copies += 2
 
     def __call__(self, image: Any, *, out: Any = None, wait: bool = True) -> Any:
         """NumPy in, NumPy out (the image's shape must be `image_shape`); or a pyopencl
@@ -157,24 +222,61 @@ class Convolver:
 
         if isinstance(image, cl_array.Array):
             return self._on_device(image, out, wait)
-        host = as_pixels(image, self._batch)
+        host = np.asarray(image)
+        if host.dtype != self.dtype or host.shape != self.image_shape:
+            host = as_pixels(image, self._batch)  # checked, and converted where the kernel reads another type
+            self.host_copies += host is not image
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")
         result_dtype = self._pixels.result
         if out is None:
-            out = np.empty(self.output_shape, dtype=result_dtype)
+            fresh = self._alignment is not None and result_dtype == self.output_dtype
+            out = (
+                aligned_empty(self.output_shape, result_dtype, self._alignment)  # type: ignore[arg-type]
+                if fresh
+                else np.empty(self.output_shape, dtype=result_dtype)
+            )
         elif not (
             isinstance(out, np.ndarray) and out.shape == self.output_shape and out.dtype == result_dtype
         ):
             raise ValueError(f"out must be a {result_dtype} NumPy array of shape {self.output_shape}")
         with self._host_calls:
-            staged_image, staged_result = self._pinned()
-            np.copyto(staged_image, host, casting="unsafe")
-            cl.enqueue_copy(self.queue, self._input, staged_image, is_blocking=False)
-            self._launch(self._input, self._output)
-            cl.enqueue_copy(self.queue, staged_result, self._output, is_blocking=True)
-            np.copyto(out, as_result(staged_result, result_dtype))
+            if self._alignment is None and self._chunks is not None:
+                self._chunked(host, out)
+            elif self._alignment is None:
+                staged_image, staged_result, device_image, device_result = self._staged()
+                np.copyto(staged_image, host, casting="unsafe")
+                cl.enqueue_copy(self.queue, device_image, staged_image, is_blocking=False)
+                self._launch(device_image, device_result)
+                cl.enqueue_copy(self.queue, staged_result, device_result, is_blocking=True)
+                np.copyto(out, as_result(staged_result, result_dtype))
+                self.host_copies += 2
+            else:
+                self._in_place(host, out)
         return out
+
+    def _in_place(self, host: np.ndarray, out: np.ndarray) -> None:
+        """A call on a device that shares host memory: the kernel reads the image and
+        writes the result where they are when they are aligned and contiguous, else
+        through the aligned staging arrays (one copy each way)."""
+        if usable_in_place(host, self._alignment, self.dtype):
+            source = wrap(self.context, host, writes=False)
+        else:
+            staged_image, _, source, _ = self._staged()
+            np.copyto(staged_image, host, casting="unsafe")
+            self.host_copies += 1
+        # An `out` that overlaps the image (in place) would be read while written: staged.
+        direct = usable_in_place(out, self._alignment, self.output_dtype, writes=True)
+        direct = direct and not np.may_share_memory(out, host)
+        if direct:
+            result, target = out, wrap(self.context, out, writes=True)
+        else:
+            _, result, _, target = self._staged()
+        self._launch(source, target)
+        fetch(self.queue, target, result)
+        if not direct:
+            np.copyto(out, as_result(result, self._pixels.result))
+            self.host_copies += 1
 
     def _on_device(self, image: Any, out: Any, wait: bool) -> Any:
         import pyopencl.array as cl_array

@@ -1,8 +1,9 @@
 """`autotune.convolve()`: run the best known kernel on a NumPy image.
 
 The kernel comes from the database through the lookup ladder (autotune/lookup.py);
-contexts and compiled programs are cached per process, so repeated calls pay only for
-the transfer and the kernel.
+contexts, compiled programs and plans (autotune/plans.py) are cached per process, so
+repeated calls pay only for the transfer and the kernel, and one cheap check that the
+database has not changed.
 
 A filter that is a sum of a few outer products (rank r: Gaussian, box and Sobel are
 rank 1) can also run as r row/column terms (the separable family). With
@@ -21,7 +22,6 @@ serves every filter); `specialise=True` compiles the tuned kernel for the filter
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import threading
 from collections import OrderedDict
@@ -40,12 +40,13 @@ from autotune.call_arguments import (
     shape_text,
 )
 from autotune.devices import DeviceInfo, open_device
-from autotune.families import KernelFamily, KernelVariant, get_family
+from autotune.families import KernelFamily, KernelVariant
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.image import pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
 from autotune.families.separable.terms import separable_terms
+from autotune.host_memory import aligned_empty, fetch, usable_in_place, wrap
 from autotune.lookup import Choice, any_data_config, resolve
 from autotune.space import Config
 
@@ -55,7 +56,6 @@ _lock = threading.RLock()  # contexts, the kernel cache, and setting a shared ke
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
 _kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
-_serving_configs: dict[tuple[Any, ...], tuple[Config, float | None]] = {}
 
 
 def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
@@ -87,21 +87,16 @@ def _serving(
     choice: Choice, family: KernelFamily, info: DeviceInfo, db: str | None
 ) -> tuple[Config, float | None]:
     """What runs in place of a choice compiled for one input, and its measured time
-    (None where it was never measured); memoised per process."""
+    (None where it was never measured)."""
     if family.serves_any_data(choice.config):
         return choice.config, choice.time_ms
-    key = (db, choice.device_id, choice.problem_id, json.dumps(choice.config, sort_keys=True))
-    if key not in _serving_configs:
-        trials = []
-        if choice.device_id is not None and choice.problem_id is not None:
-            store = _open_store(db)
-            try:
-                trials = store.trials(device_id=choice.device_id, problem_id=choice.problem_id)
-            finally:
-                store.close()
-        config, trial = any_data_config(choice, family, info, trials)
-        _serving_configs[key] = (config, trial.time_ms if trial is not None else None)
-    return _serving_configs[key]
+    from autotune.store import readers  # SQLAlchemy loads on the first lookup, not on import
+
+    trials = []
+    if choice.device_id is not None and choice.problem_id is not None:
+        trials = readers.trials(readers.resolved(db), choice.device_id, choice.problem_id)
+    config, trial = any_data_config(choice, family, info, trials)
+    return config, trial.time_ms if trial is not None else None
 
 
 def _variant(
@@ -127,27 +122,11 @@ def _time_here(
     return time_ms * math.prod(choice.problem.size) / math.prod(choice.tuned_size)
 
 
-def _open_store(db: str | None) -> Any:
-    from autotune.store import Store, default_url
-
-    return Store(db or default_url(), read_only=True)
-
-
 def _tuned_rows(db: str | None) -> list[Any]:
     """Best rows from the database; none when there is no database yet (never create one)."""
-    from autotune.store import default_url, sqlite_file
+    from autotune.store import readers
 
-    url = db or default_url()
-    path = sqlite_file(url)
-    if path is not None and not path.exists():
-        return []
-    if path is None and url.startswith("sqlite:"):  # an in-memory database starts empty
-        return []
-    store = _open_store(db)
-    try:
-        return store.best()
-    finally:
-        store.close()
+    return readers.best_rows(readers.resolved(db))
 
 
 def _check_options(device: Any, db: Any) -> int:
@@ -382,22 +361,20 @@ def convolve(
 
     import pyopencl as cl
 
-    with _lock:
-        info, context, queue = _context(device_index)
-        choice, values = _plan(size, filt.shape, info, db, filt, algorithm, specialise, pixels)
-        family = get_family(choice.problem.family)
-        variant = _variant(choice, family, values, info, db, specialise)
-        kernel = _kernel(device_index, context, variant.source, variant.kernel_name, variant.build_options)
-    problem = choice.problem
-    taps = family.value_arrays(values)
+    from autotune.plans import prepared  # plans builds on this module
+
+    kept = prepared(device_index, db, size, filt, algorithm, specialise, pixels)
+    context, queue, kernel = kept.context, kept.queue, kept.kernel
+    family, variant, problem = kept.family, kept.variant, kept.choice.problem
     mf = cl.mem_flags
-    arguments: dict[str, Any] = {
-        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
-        for name, a in taps.items()
-    }
+    arguments: dict[str, Any] = dict(kept.taps)
     if getattr(problem, "same", False):
         arguments["border_value"] = border_value
-    output = np.empty(problem.output_shape, dtype=problem.output_dtype)
+    alignment = kept.host_alignment  # a CPU device: arrays it can use in place are not copied
+    if alignment is None:
+        output = np.empty(problem.output_shape, dtype=problem.output_dtype)
+    else:
+        output = aligned_empty(problem.output_shape, problem.output_dtype, alignment)
     if frames > 1 or getattr(problem, "same", False):
         launches = [(problem, pixels_in, output)]
     else:
@@ -412,17 +389,25 @@ def convolve(
             for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), filt.shape)
         ]
     for band, band_input, band_output in launches:
-        buffers = {
-            **arguments,
-            "input": cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input),
-            "output": cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes),
-        }
+        if usable_in_place(band_input, alignment, band_input.dtype):
+            source = wrap(context, band_input, writes=False)
+        else:
+            source = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input)
+        direct = usable_in_place(band_output, alignment, band_output.dtype, writes=True)
+        if direct:
+            target = wrap(context, band_output, writes=True)
+        else:
+            target = cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes)
+        buffers = {**arguments, "input": source, "output": target}
         with _lock:
             kernel.set_args(*family.arguments(variant, band, buffers))
             global_size = family.global_size(variant, band)
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
-        cl.enqueue_copy(queue, band_output, buffers["output"])
-        queue.finish()
+        if direct:
+            fetch(queue, target, band_output)
+        else:
+            cl.enqueue_copy(queue, band_output, target)
+            queue.finish()
     if pixels_in.ndim == 3 + int(frames > 1) and channels == 1:  # (..., H, W, 1) in: (..., H', W', 1) out
         output = output[..., None]
     if batch and frames == 1:

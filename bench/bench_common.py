@@ -5,6 +5,8 @@ NVIDIA's compiler reports for a kernel."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,3 +70,43 @@ def add_roofline_options(parser: Any) -> None:
 def roofline_ms(problem: Any, args: Any) -> float:
     """The least time the problem can take: max(bytes / bandwidth, flops / peak), in ms."""
     return max(problem.min_bytes / args.bandwidth, problem.flops / args.peak) * 1e3
+
+
+class TreeWorkers:
+    """One process per source tree, each running `script --worker ...` with that tree on
+    PYTHONPATH and answering one JSON line per request line: a change timed beside the
+    code before it in one run, the trees taking turns so both see the same load."""
+
+    def __init__(self, script: str, trees: dict[str, Path], arguments: list[str]) -> None:
+        self.processes: dict[str, subprocess.Popen] = {}
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            command = [sys.executable, str(Path(script).resolve()), "--worker", *arguments]
+            self.processes[name] = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
+        self.revisions = {name: tree_revision(tree) for name, tree in trees.items()}
+
+    def ask(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        process = self.processes[name]
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(request) + "\n")
+        process.stdin.flush()
+        line = process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {name} worker ended (its error is above)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        for process in self.processes.values():
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait()
+
+
+def tree_revision(tree: Path) -> str:
+    """The tree's commit, or its folder's name for files without git."""
+    result = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return result.stdout.strip() or tree.name

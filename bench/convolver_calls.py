@@ -4,16 +4,28 @@
 events, in the measuring worker) and the NumPy round trips of CuPy and torch, in one run.
 
     python bench/convolver_calls.py --device 0 [--filter-width 3,9,17] [--image-size 4096x4096] [--db URL]
+
+With `--case WxH:F` (repeatable): NumPy round trips only, the CPU's view. A Convolver
+called with an image whose data starts 128-byte aligned (what a CPU device uses in
+place) and 16 bytes past that (all NumPy promises: one copy in), `convolve()`, and
+`cv2.filter2D` with `--cv2-threads` threads on the same image, with `--baseline DIR`
+(another commit's files) the Convolver of that tree too, each tree in a process of its
+own, taking turns round by round; kernel: profiling events in the measuring worker.
+
+    python bench/convolver_calls.py --case 256x256:3 --case 2048x2048:5 --baseline /tmp/before
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +109,16 @@ def main() -> int:
     parser.add_argument("--image-size", default="4096x4096", help="output WxH")
     parser.add_argument("--db", default="sqlite:///:memory:", help="[default: none: the fallback kernel]")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--case", action="append", default=[], help="WxH:F, NumPy round trips only")
+    parser.add_argument("--baseline", default=None, help="another tree's Convolver beside this one's")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cv2-threads", type=int, default=2)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    if args.case:
+        return host_round_trips(args)
     device = device_info(args.device)
     size = parse_image_size(args.image_size)
     policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
@@ -112,6 +133,120 @@ def main() -> int:
     with Evaluator(args.device, CONV2D, policy=policy) as evaluator:
         for width in parse_filter_widths(args.filter_width):
             print("| " + " | ".join(timings(width, size, args, evaluator)) + " |", flush=True)
+    return 0
+
+
+def placed(image: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of `image` whose data starts `offset` bytes past a 128-byte boundary."""
+    raw = np.empty(image.nbytes + 256, np.uint8)
+    start = -raw.ctypes.data % 128 + offset
+    copy = raw[start : start + image.nbytes].view(image.dtype).reshape(image.shape)
+    copy[...] = image
+    return copy
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Answer JSON requests {"call", "size", "width", "offset"} with the median wall ms
+    of that call, in whatever tree PYTHONPATH points at (the baseline's Convolver too)."""
+    convolvers: dict[tuple[int, ...], Any] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        width = request["width"]
+        image, filt = Conv2DProblem(width, *request["size"]).data()
+        image = placed(image, request["offset"])
+        key = (*request["size"], width)
+        if key not in convolvers:
+            convolvers[key] = autotune.Convolver(
+                image.shape, filt, device=args.device, db=args.db, algorithm="direct"
+            )
+        convolver = convolvers[key]
+        call = one_call(request["call"], image, filt, convolver, args)
+        copies = getattr(convolver, "host_copies", None)
+        median, made = timed_ms(call, args.repeats)
+        answer = {"ms": median, "config": convolver.plan.config, "level": convolver.plan.level}
+        if copies is not None and request["call"] == "Convolver":
+            answer["copies_per_call"] = (convolver.host_copies - copies) / made
+        print(json.dumps(answer), flush=True)
+    return 0
+
+
+def one_call(
+    kind: str, image: np.ndarray, filt: np.ndarray, convolver: Any, args: argparse.Namespace
+) -> Callable[[], object]:
+    if kind == "cv2":
+        import cv2
+
+        cv2.setNumThreads(args.cv2_threads)
+        return lambda: cv2.filter2D(image, -1, filt)
+    if kind == "convolve()":
+        return lambda: autotune.convolve(image, filt, device=args.device, db=args.db, algorithm="direct")
+    return lambda: convolver(image)
+
+
+def timed_ms(call: Callable[[], object], least: int) -> tuple[float, int]:
+    """Median wall ms of `call` after one warm-up (at least `least` calls and 0.3 s), and
+    how many calls were made."""
+    call()
+    times: list[float] = []
+    while len(times) < least or (sum(times) < 300 and len(times) < 500):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), len(times) + 1
+
+
+def host_round_trips(args: argparse.Namespace) -> int:
+    from bench_common import TreeWorkers
+
+    here = Path(__file__).resolve().parent.parent
+    trees = {"this tree": here} | ({"baseline": Path(args.baseline).resolve()} if args.baseline else {})
+    options = ["--db", args.db, "--device", str(args.device), "--repeats", str(args.repeats)]
+    workers = TreeWorkers(__file__, trees, [*options, "--cv2-threads", str(args.cv2_threads)])
+    device = device_info(args.device)
+    calls = [("this tree", "Convolver", 0), ("this tree", "Convolver", 16), ("this tree", "convolve()", 16)]
+    calls += [("this tree", "cv2", 16)]
+    if args.baseline:
+        calls = [("baseline", "Convolver", 16), *calls]
+    names = {
+        ("baseline", "Convolver", 16): f"Convolver before ({workers.revisions.get('baseline')})",
+        ("this tree", "Convolver", 0): "Convolver, aligned image",
+        ("this tree", "Convolver", 16): "Convolver, 16-byte aligned image",
+        ("this tree", "convolve()", 16): "convolve(), 16-byte aligned image",
+        ("this tree", "cv2", 16): f"cv2.filter2D, {args.cv2_threads} threads",
+    }
+    print(
+        f"NumPy round trips, {datetime.date.today()}, {device.name} ({device.platform}), float32, "
+        f"'valid' output, --db {args.db}; wall ms, median of >= {args.repeats} calls (and >= 0.3 s) "
+        f"after a warm-up, median of {args.rounds} rounds taking turns; this tree is "
+        f"{workers.revisions['this tree']}.\n"
+    )
+    header = ["output", "F", "kernel ms", *(names[c] for c in calls), "copies per call (16-byte, aligned)"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
+    with Evaluator(args.device, CONV2D, policy=policy) as evaluator:
+        for case in args.case:
+            size_text, width_text = case.split(":")
+            size, width = parse_image_size(size_text), int(width_text)
+            times: dict[tuple[str, str, int], list[float]] = {c: [] for c in calls}
+            answers: dict[tuple[str, str, int], dict] = {}
+            for _ in range(args.rounds):
+                for tree, call, offset in calls:
+                    request = {"call": call, "size": list(size), "width": width, "offset": offset}
+                    answers[tree, call, offset] = workers.ask(tree, request)
+                    times[tree, call, offset].append(answers[tree, call, offset]["ms"])
+            config = answers["this tree", "Convolver", 0]["config"]
+            kernel = evaluator.evaluate(config, Conv2DProblem(width, *size))
+            copies = [answers["this tree", "Convolver", o].get("copies_per_call") for o in (16, 0)]
+            cells = [
+                f"{size[0]}x{size[1]}",
+                str(width),
+                f"{kernel.time_ms:.3f}" if kernel.ok else kernel.status.value,
+            ]
+            cells += [f"{statistics.median(times[c]):.3f}" for c in calls]
+            cells.append(", ".join(f"{c:g}" for c in copies if c is not None))
+            print("| " + " | ".join(cells) + " |", flush=True)
+    workers.close()
     return 0
 
 

@@ -1,0 +1,157 @@
+"""Plans: what `convolve()` and `Convolver` set up before they touch an image (the
+kernel chosen from the database, compiled, and the filter's taps on the device), kept
+per process so a repeated call neither looks the kernel up nor compiles it.
+
+A plan is keyed by everything the choice depends on: the device, the database URL,
+the filter's shape and values (by a digest), the image's size, pixel types, channels,
+frames, border, anchor, flip, `algorithm` and `specialise`. Semantics:
+
+- Fresh: each use compares the database's generation (one aggregate query on a kept
+  connection, `autotune.store.readers.generation`) with the one the plan was made at.
+  A database that gained or replaced a best kernel or a trial since makes a new plan
+  on the next call, so `convolve()` picks a kernel tuned meanwhile on its next call,
+  and so does a `Convolver` built after it. A `Convolver` already built keeps the plan
+  it was built with until it is built again.
+- Bounded: the `PLAN_CACHE_SIZE` most recently used plans are kept. A plan holds its
+  compiled program, so a program dropped from `runtime._kernels` (its own bound,
+  `runtime.KERNEL_CACHE_SIZE`) lives on while a plan uses it: at most both bounds'
+  worth of programs are alive.
+- Thread-safe: one lock guards the cache; plans are immutable and shared (a kernel's
+  arguments are set and it is queued under `runtime._lock`). Two threads that miss on
+  the same request at once both look it up; the program is compiled once.
+- Tied to the context it was made in: a plan whose context is no longer the one the
+  process holds for its device is dropped, never used. `clear_plans()` lets go of
+  every plan, compiled program, context and kept database connection, so nothing of
+  the device is held (Convolvers keep their own).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import autotune.runtime as runtime
+from autotune.call_arguments import Pixels
+from autotune.devices import DeviceInfo
+from autotune.families import KernelFamily, KernelVariant, get_family
+from autotune.host_memory import host_alignment
+from autotune.lookup import Choice
+
+PLAN_CACHE_SIZE = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A kernel chosen and compiled for one request, with its taps on the device."""
+
+    info: DeviceInfo
+    context: Any
+    queue: Any
+    choice: Choice
+    family: KernelFamily
+    variant: KernelVariant
+    kernel: Any
+    taps: dict[str, Any]  # the filter's values as device buffers, by kernel argument name
+    host_alignment: int | None  # bytes a host array needs to be used in place; None: not a CPU device
+
+
+class PlanCacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+_lock = threading.Lock()
+_plans: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Plan]] = OrderedDict()
+_counts = {"hits": 0, "misses": 0}
+
+
+def prepared(
+    device_index: int,
+    db: str | None,
+    size: tuple[int, int],
+    filt: np.ndarray,
+    algorithm: str,
+    specialise: bool,
+    pixels: Pixels,
+) -> Plan:
+    """The plan for this request: the kept one while the database is unchanged, else a
+    new one (looked up, compiled, taps uploaded)."""
+    from autotune.store import readers
+
+    url = readers.resolved(db)
+    digest = hashlib.blake2b(filt.tobytes(), digest_size=16).hexdigest()
+    key = (device_index, url, filt.shape, digest, tuple(size), pixels, algorithm, specialise)
+    generation = readers.generation(url)  # before the lookup: a write meanwhile makes a new plan
+    _, context, _ = runtime._context(device_index)
+    with _lock:
+        kept = _plans.get(key)
+        if kept is not None and kept[0] == generation and kept[1].context is context:
+            _plans.move_to_end(key)
+            _counts["hits"] += 1
+            return kept[1]
+        _counts["misses"] += 1
+    plan = _build(device_index, db, size, filt, algorithm, specialise, pixels)
+    with _lock:
+        _plans[key] = (generation, plan)
+        _plans.move_to_end(key)
+        while len(_plans) > PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return plan
+
+
+def _build(
+    device_index: int,
+    db: str | None,
+    size: tuple[int, int],
+    filt: np.ndarray,
+    algorithm: str,
+    specialise: bool,
+    pixels: Pixels,
+) -> Plan:
+    import pyopencl as cl
+
+    with runtime._lock:
+        info, context, queue = runtime._context(device_index)
+        choice, values = runtime._plan(size, filt.shape, info, db, filt, algorithm, specialise, pixels)
+        family = get_family(choice.problem.family)
+        variant = runtime._variant(choice, family, values, info, db, specialise)
+        source, name, options = variant.source, variant.kernel_name, variant.build_options
+        kernel = runtime._kernel(device_index, context, source, name, options)
+    mf = cl.mem_flags
+    taps = {
+        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
+        for name, a in family.value_arrays(values).items()
+    }
+    alignment = host_alignment(info, context.devices[0])
+    return Plan(info, context, queue, choice, family, variant, kernel, taps, alignment)
+
+
+def clear_plans() -> None:
+    """Forget every plan, compiled program, OpenCL context and kept database connection
+    of this process; the next call looks up, compiles and connects afresh."""
+    from autotune.store import readers
+
+    with runtime._lock, _lock:
+        _plans.clear()
+        runtime._kernels.clear()
+        runtime._contexts.clear()
+    readers.close_all()
+
+
+def plan_cache_info() -> PlanCacheInfo:
+    """Hits and misses of the plan cache since the process started, as functools' cache_info."""
+    with _lock:
+        return PlanCacheInfo(_counts["hits"], _counts["misses"], PLAN_CACHE_SIZE, len(_plans))
+
+
+def cached_choices() -> list[Choice]:
+    """The kernels the kept plans run, least recently used first."""
+    with _lock:
+        return [plan.choice for _, plan in _plans.values()]

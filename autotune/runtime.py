@@ -361,12 +361,10 @@ def convolve(
 
     import pyopencl as cl
 
-    from autotune.plans import prepared  # plans builds on this module
+    from autotune.plans import lent_buffers, prepared  # plans builds on this module
 
     kept = prepared(device_index, db, size, filt, algorithm, specialise, pixels)
-    context, queue, kernel = kept.context, kept.queue, kept.kernel
-    family, variant, problem = kept.family, kept.variant, kept.choice.problem
-    mf = cl.mem_flags
+    context, queue, problem = kept.context, kept.queue, kept.choice.problem
     arguments: dict[str, Any] = dict(kept.taps)
     if getattr(problem, "same", False):
         arguments["border_value"] = border_value
@@ -389,30 +387,38 @@ def convolve(
             for first, rows in _bands((pixels_in.shape[0], pixels_in.shape[1] * channels), filt.shape)
         ]
     for band, band_input, band_output in launches:
-        if usable_in_place(band_input, alignment, band_input.dtype):
-            source = wrap(context, band_input, writes=False)
-        else:
-            source = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=band_input)
-        direct = usable_in_place(band_output, alignment, band_output.dtype, writes=True)
-        if direct:
-            target = wrap(context, band_output, writes=True)
-        else:
-            target = cl.Buffer(context, mf.WRITE_ONLY, size=band_output.nbytes)
-        buffers = {**arguments, "input": source, "output": target}
-        with _lock:
-            kernel.set_args(*family.arguments(variant, band, buffers))
-            global_size = family.global_size(variant, band)
-            cl.enqueue_nd_range_kernel(queue, kernel, global_size, variant.local_size)
-        if direct:
-            fetch(queue, target, band_output)
-        else:
-            cl.enqueue_copy(queue, band_output, target)
-            queue.finish()
+        # A CPU device reads and writes aligned arrays where they are; everything else goes
+        # through device buffers kept across calls (a GPU's arrays, always).
+        source_in_place = usable_in_place(band_input, alignment, band_input.dtype)
+        target_in_place = usable_in_place(band_output, alignment, band_output.dtype, writes=True)
+        sizes = (0 if source_in_place else band_input.nbytes, 0 if target_in_place else band_output.nbytes)
+        with lent_buffers(context, *sizes) as (kept_input, kept_output):
+            if source_in_place:
+                source = wrap(context, band_input, writes=False)
+            else:
+                source = kept_input
+                cl.enqueue_copy(queue, source, band_input, is_blocking=False)
+            target = wrap(context, band_output, writes=True) if target_in_place else kept_output
+            _launch(kept, band, {**arguments, "input": source, "output": target})
+            if target_in_place:
+                fetch(queue, target, band_output)
+            else:
+                cl.enqueue_copy(queue, band_output, target, is_blocking=True)
     if pixels_in.ndim == 3 + int(frames > 1) and channels == 1:  # (..., H, W, 1) in: (..., H', W', 1) out
         output = output[..., None]
     if batch and frames == 1:
         output = output[None]
     return as_result(output, pixels.result)
+
+
+def _launch(plan: Any, problem: Any, buffers: dict[str, Any]) -> None:
+    """Set a plan's kernel's arguments and queue it (one kernel object serves every thread)."""
+    import pyopencl as cl
+
+    with _lock:
+        plan.kernel.set_args(*plan.family.arguments(plan.variant, problem, buffers))
+        global_size = plan.family.global_size(plan.variant, problem)
+        cl.enqueue_nd_range_kernel(plan.queue, plan.kernel, global_size, plan.variant.local_size)
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach

@@ -158,3 +158,39 @@ def test_a_database_of_an_older_schema_is_watched_through_its_file(tmp_path):
     assert autotune.plan_cache_info().misses == after.misses + 1, "the file changed: a new plan"
     np.testing.assert_array_equal(autotune.convolve(image, filt, db=db), first)
     assert autotune.plan_cache_info().misses == after.misses + 1
+
+
+def _unaligned(array: np.ndarray) -> np.ndarray:
+    """A copy of `array` that starts 4 bytes past a 128-byte boundary (read through a
+    device buffer, not in place)."""
+    raw = np.empty(array.nbytes + 256, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 128 + 4
+    view = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return view
+
+
+def test_arrays_not_usable_in_place_go_through_buffers_kept_across_calls(tmp_path):
+    from scipy import ndimage
+
+    from autotune.plans import BUFFER_POOL_BYTES, clear_plans, pooled_buffers
+
+    clear_plans()
+    db = f"sqlite:///{tmp_path / 'none.db'}"
+    results = []
+    for seed in range(3):  # the same kept buffer each call, other data each call
+        image = np.random.default_rng(seed).uniform(-1, 1, IMAGE.shape).astype(np.float32)
+        got = autotune.convolve(_unaligned(image), FILTER, mode="same", border="mirror", db=db)
+        expected = ndimage.correlate(image.astype(np.float64), FILTER.astype(np.float64), mode="mirror")
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+        results.append(got)
+    assert not np.array_equal(results[0], results[1])
+    assert pooled_buffers() == [("input", IMAGE.nbytes)]
+    assert sum(size for _, size in pooled_buffers()) <= BUFFER_POOL_BYTES
+    # Aligned arrays are read in place on a CPU device: no buffer is added for them.
+    aligned = autotune.Convolver(IMAGE.shape, FILTER, db=db).empty_image()
+    aligned[...] = IMAGE
+    autotune.convolve(aligned, FILTER, db=db)
+    assert pooled_buffers() == [("input", IMAGE.nbytes)]
+    clear_plans()
+    assert pooled_buffers() == []

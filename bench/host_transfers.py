@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""How to move a NumPy image to an OpenCL device and back fastest: the ways a call can
+do it, side by side in interleaved rounds, with no kernel between (what a round trip
+costs beside the kernel), and CuPy's round trip where CuPy is installed.
+
+    python3 bench/host_transfers.py --device 0 [--image-size 4096x4096] [--rounds 5] [--repeats 5]
+
+Ways: `new buffers` (a buffer made from the array with COPY_HOST_PTR and a fresh one for
+the result, per call: what `convolve()` did), `kept buffers` (device buffers made once,
+the array copied in and out with enqueue_copy from pageable memory), `pinned staging`
+(page-locked ALLOC_HOST_PTR buffers made once, the array copied into them on the host,
+then to the device: what a Convolver does). Each result is a new NumPy array, as a call
+returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+
+import numpy as np
+import pyopencl as cl
+
+from autotune.families.conv2d.inputs import parse_image_size
+from autotune.runtime import _context
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--image-size", default="4096x4096")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    width, height = parse_image_size(args.image_size)
+    info, context, queue = _context(args.device)
+    mf = cl.mem_flags
+    image = np.random.default_rng(0).random((height, width), dtype=np.float32)
+    nbytes = image.nbytes
+
+    def new_buffers() -> np.ndarray:
+        source = cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=image)
+        target = cl.Buffer(context, mf.READ_WRITE, size=nbytes)
+        cl.enqueue_copy(queue, target, source)
+        out = np.empty_like(image)
+        cl.enqueue_copy(queue, out, target)
+        queue.finish()
+        return out
+
+    kept_in = cl.Buffer(context, mf.READ_WRITE, size=nbytes)
+    kept_out = cl.Buffer(context, mf.READ_WRITE, size=nbytes)
+
+    def kept_buffers() -> np.ndarray:
+        cl.enqueue_copy(queue, kept_in, image, is_blocking=False)
+        cl.enqueue_copy(queue, kept_out, kept_in)
+        out = np.empty_like(image)
+        cl.enqueue_copy(queue, out, kept_out, is_blocking=True)
+        return out
+
+    pinned_in = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=nbytes)
+    pinned_out = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=nbytes)
+    staged_in, _ = cl.enqueue_map_buffer(queue, pinned_in, cl.map_flags.WRITE, 0, image.shape, image.dtype)
+    staged_out, _ = cl.enqueue_map_buffer(queue, pinned_out, cl.map_flags.READ, 0, image.shape, image.dtype)
+
+    def pinned_staging() -> np.ndarray:
+        np.copyto(staged_in, image)
+        cl.enqueue_copy(queue, kept_in, staged_in, is_blocking=False)
+        cl.enqueue_copy(queue, kept_out, kept_in)
+        cl.enqueue_copy(queue, staged_out, kept_out, is_blocking=True)
+        return staged_out.copy()
+
+    ways = {"new buffers": new_buffers, "kept buffers": kept_buffers, "pinned staging": pinned_staging}
+    try:
+        import cupy
+
+        def cupy_round_trip() -> np.ndarray:
+            on_device = cupy.asarray(image)
+            result = on_device.copy()
+            return cupy.asnumpy(result)
+
+        ways["CuPy asarray/asnumpy"] = cupy_round_trip
+    except ImportError:
+        pass
+    for way in ways.values():
+        np.testing.assert_array_equal(way(), image)
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(args.rounds):
+        for name, way in ways.items():
+            samples = []
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                way()
+                samples.append((time.perf_counter() - start) * 1e3)
+            times[name].append(statistics.median(samples))
+    print(
+        f"Host round trips, {datetime.date.today()}, {info.name} ({info.platform}), {width}x{height} float32 "
+        f"({nbytes / 2**20:.0f} MiB each way), device-to-device copy between; wall ms, median of "
+        f"{args.repeats} per round, median of {args.rounds} interleaved rounds.\n"
+    )
+    print("| way | ms | GB/s both ways |")
+    print("|---|---|---|")
+    for name, samples in times.items():
+        ms = statistics.median(samples)
+        print(f"| {name} | {ms:.2f} | {2 * nbytes / (ms * 1e-3) / 1e9:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

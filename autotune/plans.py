@@ -79,7 +79,8 @@ _lock = threading.Lock()
 _plans: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Plan]] = OrderedDict()
 _counts = {"hits": 0, "misses": 0}
 _pool_lock = threading.Lock()
-_pool: OrderedDict[tuple[int, str, int], Any] = OrderedDict()  # (context, role, bytes) -> buffer
+# (id of the context, role, bytes) -> (context, buffer)
+_pool: OrderedDict[tuple[int, str, int], tuple[Any, Any]] = OrderedDict()
 
 
 def prepared(
@@ -150,13 +151,18 @@ def lent_buffers(context: Any, input_bytes: int, output_bytes: int) -> Iterator[
     Two calls never hold the same buffer: a call takes it out of the pool while it runs."""
     import pyopencl as cl
 
-    keys = [(context.int_ptr, "input", input_bytes), (context.int_ptr, "output", output_bytes)]
+    keys = [(id(context), "input", input_bytes), (id(context), "output", output_bytes)]
     with _pool_lock:
-        kept = [_pool.pop(key, None) if key[2] else None for key in keys]
+        kept = [_pool.pop(key, (None, None)) if key[2] else (None, None) for key in keys]
     new = cl.mem_flags.READ_WRITE
     buffers = [
-        buffer if buffer is not None or not key[2] else cl.Buffer(context, new, size=key[2])
-        for key, buffer in zip(keys, kept, strict=True)
+        # The pool holds each buffer's context, so an id is never another context's.
+        buffer if owner is context or not key[2] else None
+        for key, (owner, buffer) in zip(keys, kept, strict=True)
+    ]
+    buffers = [
+        cl.Buffer(context, new, size=key[2]) if key[2] and buffer is None else buffer
+        for key, buffer in zip(keys, buffers, strict=True)
     ]
     try:
         yield buffers[0], buffers[1]
@@ -164,7 +170,7 @@ def lent_buffers(context: Any, input_bytes: int, output_bytes: int) -> Iterator[
         with _pool_lock:
             for key, buffer in zip(keys, buffers, strict=True):
                 if buffer is not None:
-                    _pool.setdefault(key, buffer)
+                    _pool.setdefault(key, (context, buffer))
                     _pool.move_to_end(key)
             while sum(key[2] for key in _pool) > BUFFER_POOL_BYTES:
                 _pool.popitem(last=False)

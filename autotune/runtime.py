@@ -73,9 +73,9 @@ def _kernel(device_index: int, context: Any, source: str, name: str, options: tu
     import pyopencl as cl
 
     key = (device_index, source)
-    if key in _kernels:
+    if key in _kernels and _kernels[key].context == context:
         _kernels.move_to_end(key)
-    else:
+    else:  # not built yet, or built in a context since let go of (`clear_plans`)
         program = cl.Program(context, source).build(options=list(options))
         _kernels[key] = cl.Kernel(program, name)
         while len(_kernels) > KERNEL_CACHE_SIZE:

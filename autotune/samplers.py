@@ -85,11 +85,12 @@ class GPSampler(optuna.samplers.BaseSampler):
         self.options = options or SearchOptions()
         self.valid = valid or (lambda params: True)
         self.random = random.Random(seed)
-        self._fixed_space = None
+        self._fixed_space: dict[str, BaseDistribution] | None = None
         if search_space is not None:
             self._fixed_space = {k: d for k, d in search_space.items() if knob_values(d) is not None}
         self._intersection = optuna.search_space.IntersectionSearchSpace()
         self._space_key: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
+        self.names: list[str] = []  # the modelled knobs (`prepare`)
         # What the study says, read again at each proposal (`_observe`).
         self.visited: dict[Point, float | None] = {}  # in the order measured
         self.in_flight: set[Point] = set()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -85,6 +86,10 @@ class GPSampler(optuna.samplers.BaseSampler):
         self.options = options or SearchOptions()
         self.valid = valid or (lambda params: True)
         self.random = random.Random(seed)
+        self._lock = threading.Lock()  # study.optimize(n_jobs=N) asks from N threads
+        # Trial number -> the point proposed for it: in flight before its parameters reach
+        # the storage (another thread may ask in between).
+        self._proposed: dict[int, Point] = {}
         self._fixed_space: dict[str, BaseDistribution] | None = None
         if search_space is not None:
             self._fixed_space = {k: d for k, d in search_space.items() if knob_values(d) is not None}
@@ -117,12 +122,16 @@ class GPSampler(optuna.samplers.BaseSampler):
             return {}  # nothing to model yet, or a queued point (a preset, a warm start)
         if study._is_multi_objective() or study.direction != optuna.study.StudyDirection.MINIMIZE:
             raise ValueError("GPSampler minimises one objective (a time)")
-        self.prepare(search_space)
-        self.observe(study, trial.number)
-        proposal = self._model_step() if self._started() else self._start_point()
-        if proposal is None:
-            proposal = self._random_start_point()
-        return {} if proposal is None else self.params_of(proposal)
+        with self._lock:
+            self.prepare(search_space)
+            self.observe(study, trial.number)
+            proposal = self._model_step() if self._started() else self._start_point()
+            if proposal is None:
+                proposal = self._random_start_point()
+            if proposal is None:
+                return {}
+            self._proposed[trial.number] = proposal
+            return self.params_of(proposal)
 
     def sample_independent(
         self,
@@ -177,11 +186,12 @@ class GPSampler(optuna.samplers.BaseSampler):
             if value is not None and not value > 0:
                 raise ValueError(f"GPSampler models positive values (times), not {value!r}")
             self._note(point, value)
-        for trial in trials:
-            if trial.state == TrialState.RUNNING and trial.number != current:
-                point = self.point_of(trial.params)
-                if point is not None:
-                    self.in_flight.add(point)
+        running = {t.number: t for t in trials if t.state == TrialState.RUNNING and t.number != current}
+        self._proposed = {n: p for n, p in self._proposed.items() if n in running}
+        for number, trial in running.items():
+            point = self.point_of(trial.params) or self._proposed.get(number)
+            if point is not None:
+                self.in_flight.add(point)
 
     def point_of(self, params: dict[str, Any]) -> Point | None:
         """A trial's parameters as value indices; None if it lacks a knob or a value."""

@@ -139,3 +139,12 @@ def test_it_minimises_times_only(bowl):
     study = optuna.create_study(direction="maximize", sampler=GPSampler(distributions(bowl.space), seed=1))
     with pytest.raises(ValueError, match="minimises one objective"):
         study.ask(distributions(bowl.space))
+
+
+def test_threads_of_one_study_share_the_sampler(bowl):
+    """`study.optimize(n_jobs=2)`: two threads ask one sampler; no point twice, none invalid."""
+    sampler = GPSampler(distributions(bowl.space), valid=in_landscape(bowl), seed=6)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective_of(bowl), n_trials=30, n_jobs=2)
+    points = study_points(study)
+    assert len(points) == 30 and len({tuple(p.values()) for p in points}) == 30

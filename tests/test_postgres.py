@@ -249,19 +249,20 @@ from autotune.store import Store
 from autotune.tune import Budget, Tuner
 
 url, landscape, trials, shared = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "shared"
+sampler = sys.argv[5]
 family = LandscapeFamily(load(landscape))
 evaluator = LandscapeEvaluator(family, device_info(0))
 store = Store(url)
-tuner = Tuner(store, 0, evaluator.device, family, [LandscapeProblem("bowl")], sampler="tpe",
+tuner = Tuner(store, 0, evaluator.device, family, [LandscapeProblem("bowl")], sampler=sampler,
               budget=Budget(trials=trials), evaluator=evaluator, shared=shared)
 (result,) = tuner.run()
 print(result.best_ms, result.trials)
 """
 
 
-def _workers(url: str, landscape, trials: int, count: int, mode: str) -> list[str]:
+def _workers(url: str, landscape, trials: int, count: int, mode: str, sampler: str = "tpe") -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-c", WORKER, url, str(landscape), str(trials), mode]
+    argv = [sys.executable, "-c", WORKER, url, str(landscape), str(trials), mode, sampler]
     running = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
     running += [
         subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -275,7 +276,8 @@ def _workers(url: str, landscape, trials: int, count: int, mode: str) -> list[st
     return outputs
 
 
-def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_path):
+@pytest.mark.parametrize("sampler", ["tpe", "gp"])
+def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_path, sampler):
     """Four processes share the search of one (device, problem) of a replayed landscape
     through its Optuna study: no point measured twice, the budget counts all of them,
     and the best is the one process's best for the same number of trials."""
@@ -285,7 +287,7 @@ def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_
     landscape = synthetic(tmp_path / "bowl.json.gz")
     optimum = load(landscape).optimum
     budget = 120
-    _workers(database, landscape, budget, 4, "shared")
+    _workers(database, landscape, budget, 4, "shared", sampler)
     engine = sa.create_engine(database)
     with engine.connect() as connection:
         keys = connection.execute(
@@ -299,7 +301,7 @@ def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_
     engine.dispose()
     assert runs == 4 and all(count == 1 for _, count in keys), [k for k in keys if k[1] > 1]
     assert len(keys) == budget  # claimed under the study's lock: the budget, all workers together
-    (one,) = _workers(f"sqlite:///{tmp_path / 'one.db'}", landscape, budget, 1, "alone")
+    (one,) = _workers(f"sqlite:///{tmp_path / 'one.db'}", landscape, budget, 1, "alone", sampler)
     assert best == float(one.split()[0]) == optimum
 
 
@@ -331,7 +333,7 @@ def test_shared_search_from_the_command_line(database, tmp_path):
     for args, says in (
         (["--shared", "--db", f"sqlite:///{tmp_path / 'x.db'}"], "--shared needs a PostgreSQL database"),
         (["--shared", "--fresh", "--db", database], "--fresh does not go with it"),
-        (["--shared", "--sampler", "gp", "--db", database], "tpe or random, not 'gp'"),
+        (["--shared", "--sampler", "cmaes", "--db", database], "gp, tpe or random, not 'cmaes'"),
     ):
         result = run_cli(*argv[3:], *args)
         assert result.returncode == 2 and says in _one_line(result), result.stderr

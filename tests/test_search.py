@@ -14,6 +14,7 @@ import pytest
 
 from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.samplers import GPSampler
 from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
 from tests.conftest import ROOT, cli_json, run_cli
@@ -366,13 +367,21 @@ def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
     assert best < 1.02, best
 
 
+def gp_of(search: Search) -> GPSampler:
+    """The search's gp sampler, having read what the search's study holds."""
+    assert search.gp is not None
+    search.gp.prepare(search.distributions)
+    search.gp.observe(search.study)
+    return search.gp
+
+
 def test_gp_start_points_favour_powers_of_two():
     """Half the time a knob like block_size_x (16..256 step 16) draws a power of two."""
     space = SearchSpace.from_dict(
         {"knobs": {"block": {"values": list(range(16, 257, 16))}, "flag": {"values": [0, 1]}}}
     )
     search = Search(space, "gp", seed=4)
-    blocks = [space.knobs["block"].values[search._start_point()[0]] for _ in range(200)]  # type: ignore[index]
+    blocks = [space.knobs["block"].values[gp_of(search)._start_point()[0]] for _ in range(200)]  # type: ignore[index]
     powers = sum(b & (b - 1) == 0 for b in blocks)
     assert 100 < powers < 160, powers  # uniform draws would give about 62 of 200
     assert len(set(blocks)) > 10  # the other values are still drawn
@@ -401,16 +410,16 @@ def test_gp_local_step_flips_switches_first():
     even where the model expects a flip to be slow; once flipped, other knobs move."""
     search = _switch_space_search(seed=6)
     assert len(search.visited) % 2 == 1  # an odd count: the next step is local
-    assert sorted(search._local_candidates()) == [(5, 0, 1), (5, 1, 0)]
-    assert search._gp_proposal() in ((5, 0, 1), (5, 1, 0))
+    assert sorted(gp_of(search)._local_candidates()) == [(5, 0, 1), (5, 1, 0)]
+    assert gp_of(search)._gp_proposal() in ((5, 0, 1), (5, 1, 0))
     search.add_history({"a": A[5], "s": 1, "t": 0}, 40.0)
     search.add_history({"a": A[0], "s": 0, "t": 0}, 3.0)  # odd again
-    assert search._gp_proposal() == (5, 0, 1)  # the one switch flip left
+    assert gp_of(search)._gp_proposal() == (5, 0, 1)  # the one switch flip left
     search.add_history({"a": A[5], "s": 0, "t": 1}, 2.0)
     search.add_history({"a": A[1], "s": 0, "t": 0}, 3.0)
-    near = search._local_candidates()
+    near = gp_of(search)._local_candidates()
     assert near and all(p[1:] == (0, 0) for p in near)  # switches done: a moves
-    every = _switch_space_search(6, SearchOptions(switches_first=False))._local_candidates()
+    every = gp_of(_switch_space_search(6, SearchOptions(switches_first=False)))._local_candidates()
     assert (5, 1, 0) in every and (4, 0, 0) in every
 
 
@@ -425,7 +434,7 @@ def test_gp_global_step_takes_the_lowest_predicted_time():
             search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
         assert len(search.visited) % 2 == 1
         search.add_history({"x": 20}, 2.2)  # even count: the next step is global
-        proposals.append(search._gp_proposal())
+        proposals.append(gp_of(search)._gp_proposal())
     assert proposals[0] in ((13,), (15,))
     assert proposals[1][0] > 25  # type: ignore[index]
 
@@ -445,9 +454,9 @@ def test_gp_start_points_split_each_switch_evenly():
         search = Search(space, "gp", seed=seed)
         starts = []
         for _ in range(10):
-            point = search._start_point()
+            point = gp_of(search)._start_point()
             assert point is not None
-            search.add_history(search.decode(search._params(point)), 1.0 + len(starts))
+            search.add_history(search.gp.params_of(point), 1.0 + len(starts))
             starts.append(point)
         assert sum(p[1] for p in starts) == 5 and sum(p[2] for p in starts) == 5
 
@@ -462,10 +471,10 @@ def test_gp_local_step_moves_a_knob_to_a_power_of_two_first():
         search.add_history({"block": block, "tile": 1}, 3.0)
     search.add_history({"block": 48, "tile": 2}, 1.0)
     assert len(search.visited) % 2 == 1
-    assert sorted(search._local_candidates()) == [(1, 1), (3, 1)]  # value indices of 32 and 64
+    assert sorted(gp_of(search)._local_candidates()) == [(1, 1), (3, 1)]  # value indices of 32 and 64
     search.add_history({"block": 32, "tile": 2}, 2.0)
     search.add_history({"block": 64, "tile": 2}, 2.0)
-    assert len(search._local_candidates()) == 13 + 3  # other blocks, other tiles
+    assert len(gp_of(search)._local_candidates()) == 13 + 3  # other blocks, other tiles
 
 
 def test_knobs_that_name_choices_can_be_categorical():
@@ -478,21 +487,22 @@ def test_knobs_that_name_choices_can_be_categorical():
         "s": {"values": [0, 1]},
     }
     space = SearchSpace.from_dict({"knobs": knobs})
-    assert Search(space, "gp", seed=1).powers_of_two[0] == [1, 2]
+    assert gp_of(Search(space, "gp", seed=1)).powers_of_two[0] == [1, 2]
     search = Search(space, "gp", seed=1, options=SearchOptions(enumerations="categorical"))
-    assert search.choices == {0} and search.powers_of_two[0] is None and search.powers_of_two[1] == [0, 1, 3]
+    gp = gp_of(search)
+    assert gp.choices == {0} and gp.powers_of_two[0] is None and gp.powers_of_two[1] == [0, 1, 3]
     starts = []
     for _ in range(8):
-        point = search._start_point()
+        point = gp_of(search)._start_point()
         assert point is not None
-        search.add_history(search.decode(search._params(point)), 5.0 + len(starts))
+        search.add_history(search.gp.params_of(point), 5.0 + len(starts))
         starts.append(point)
     assert sorted(p[0] for p in starts) == [0, 0, 1, 1, 2, 2, 3, 3]
     search.add_history({"method": 2, "block": 64, "s": 0}, 1.0)  # nine: the next step is local
-    moves = {p for p in search._local_candidates() if p[1:] == (1, 0)}
+    moves = {p for p in gp_of(search)._local_candidates() if p[1:] == (1, 0)}
     assert moves == {(m, 1, 0) for m in (0, 1, 3)} - set(search.visited)
     # one-hot method; block scaled and its power-of-two flag; s and its own flag
-    assert search._features([(2, 1, 0)]).tolist() == [[0, 0, 1, 0, 1 / 3, 1, 0, 0]]
+    assert gp_of(search)._features([(2, 1, 0)]).tolist() == [[0, 0, 1, 0, 1 / 3, 1, 0, 0]]
 
 
 def test_a_stalled_search_explores_with_its_global_steps():
@@ -505,12 +515,12 @@ def test_a_stalled_search_explores_with_its_global_steps():
         for x in (10, 12, 14, 16, 18):
             search.add_history({"x": x}, 1.0 + abs(x - 14) * 0.2)
         search.add_history({"x": 20}, 2.2)  # the best (x = 14) came 3 evaluations ago
-        assert search._stalled()
-        proposal = search._gp_proposal()
-        assert proposal is not None and (proposal[0] > far if step == "ei" else search._usable(proposal))
+        assert gp_of(search)._stalled()
+        proposal = gp_of(search)._gp_proposal()
+        assert proposal is not None and (proposal[0] > far if step == "ei" else search.gp._usable(proposal))
         search.add_history({"x": 13}, 0.5)
-        assert not search._stalled()
-        assert search._gp_proposal() != proposal or step == "random"
+        assert not gp_of(search)._stalled()
+        assert gp_of(search)._gp_proposal() != proposal or step == "random"
 
 
 def test_genetic_steps_combine_the_knobs_of_two_good_points():
@@ -525,8 +535,9 @@ def test_genetic_steps_combine_the_knobs_of_two_good_points():
     search.add_history(dict(zip(names, second, strict=True)), 1.0)
     for i in range(4):
         search.add_history(dict(zip(names, (i, 1, 2, 1, 2, 3 - i), strict=True)), 10.0 + i)
-    children = [search._genetic_proposal() for _ in range(100)]
-    assert all(c is not None and search._usable(c) for c in children)
+    gp = gp_of(search)
+    children = [gp._genetic_proposal() for _ in range(100)]
+    assert all(c is not None and gp._usable(c) for c in children)
     # two knobs or more from each parent: more than a mutation of one parent gives
     mixed = [
         c

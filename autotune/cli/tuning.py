@@ -33,7 +33,7 @@ from autotune.files import write_file
     is_flag=True,
     help="Share the search with every --shared process of the same device model on this database server "
     "(PostgreSQL): one Optuna study per problem, no point measured twice; --trials counts them all "
-    "[sampler: tpe or random].",
+    "[sampler: gp, tpe or random].",
 )
 @click.option(
     "--compilers",

@@ -35,7 +35,7 @@ from autotune.store import Store, config_key, lease_owner, now
 from autotune.tune.control import LEASE_STALE_S, Heartbeat, StopFlag
 from autotune.tune.ledger import Ledger
 from autotune.tune.retime import cross_check, retime
-from autotune.tune.shared import SharedSearch, check_shared
+from autotune.tune.shared import SharedSearch, check_shared, shared_sampler
 from autotune.tune.studies import Studies
 from autotune.tune.summary import ProblemResult, summarise
 
@@ -91,7 +91,7 @@ class Tuner:
         `search_options`: the `gp` sampler's settings (default: `SearchOptions()`).
         `studies`: keep each problem's trials as an Optuna study in the database too.
         `shared`: search with every other shared worker of the device model, through
-        those studies (`autotune.tune.shared`; the sampler is tpe or random)."""
+        those studies (`autotune.tune.shared`; the sampler is gp, tpe or random)."""
         self.store = store
         self.device_index = device_index
         self.device = device
@@ -256,7 +256,8 @@ class Tuner:
         else:
             assert self._studies is not None
             seed += 7919 * (self.run_id or 0)  # each worker its own
-            study = self._studies.shared(ledger, problem, self.sampler, seed)
+            sampler = shared_sampler(self.sampler, seed, family.space, valid, self.search_options)
+            study = self._studies.shared(ledger, problem, sampler)
             search = SharedSearch(self.store, study, family.space, valid, self.budget.trials, seed)
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:

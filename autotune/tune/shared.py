@@ -1,8 +1,10 @@
 """Many workers, one search: every `autotune search --shared` process pointed at one
 database server asks the same Optuna study (one per device model and problem, the one
 that `studies` keeps) for its next point, through Optuna's own distributed ask/tell
-over the RDB storage. TPE's constant liar counts the points other workers are
-measuring as taken while it proposes.
+over the RDB storage. The sampler counts the points other workers are measuring
+(the study's RUNNING trials) as taken while it proposes: `gp` (the default, as for a
+search of one) leaves them out and takes them at its model's prediction, TPE's
+constant liar counts them as bad.
 
 A point is measured by one worker only: after asking, a worker claims the point under
 a PostgreSQL advisory lock of the study, and gives it up when any trial of the study
@@ -23,19 +25,22 @@ import optuna
 
 from autotune.errors import UsageError
 from autotune.outcomes import Status
-from autotune.search import STARTUP_TRIALS
+from autotune.samplers import GPSampler
+from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS
+from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
 from autotune.store.locks import advisory_lock
 from autotune.tune.studies import MAX_SKIPS, database_errors, distributions, measured_attributes
 
-SHARED_SAMPLERS = ("tpe", "random")
+SHARED_SAMPLERS = ("gp", "tpe", "random")
 T = TypeVar("T")
 
 
 def check_shared(sampler: str | None, fresh: bool, url: str | None) -> str:
     """The sampler of a shared search, or bad usage: shared searches need a database
-    server (their claims take PostgreSQL's advisory locks) and one of Optuna's samplers."""
+    server (their claims take PostgreSQL's advisory locks) and a sampler that reads
+    everything from the study (not the engine's tpe-local walk, CMA-ES or grid)."""
     from autotune.store import default_url
     from autotune.store.engine import parse
 
@@ -47,12 +52,23 @@ def check_shared(sampler: str | None, fresh: bool, url: str | None) -> str:
         )
     if sampler is not None and sampler not in SHARED_SAMPLERS:
         raise UsageError(
-            f"--shared asks Optuna's own samplers: {' or '.join(SHARED_SAMPLERS)}, not {sampler!r}"
+            f"--shared asks a sampler that reads the shared study: {', '.join(SHARED_SAMPLERS[:-1])} "
+            f"or {SHARED_SAMPLERS[-1]}, not {sampler!r}"
         )
-    return sampler or "tpe"
+    return sampler or DEFAULT_SAMPLER
 
 
-def shared_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+def shared_sampler(
+    name: str, seed: int, space: SearchSpace, valid: Callable[[Config], bool], options: SearchOptions | None
+) -> optuna.samplers.BaseSampler:
+    """This worker's sampler of the shared study; gp proposes only valid points."""
+    if name == "gp":
+        return GPSampler(
+            distributions(space),
+            valid=lambda params: valid(space.complete(params)),
+            options=options,
+            seed=seed,
+        )
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     return optuna.samplers.TPESampler(
@@ -88,7 +104,7 @@ class SharedSearch:
         self.store, self.study, self.space, self.valid, self.budget = store, study, space, valid, budget
         self.distributions = distributions(space)
         self.random = random.Random(
-            study.sampler._rng.rng.randint(0, 2**31) if hasattr(study.sampler, "_rng") else 0
+            study.sampler._rng.rng.randint(0, 2**31) if hasattr(study.sampler, "_rng") else seed
         )
 
     def _lock(self) -> Any:

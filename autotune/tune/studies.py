@@ -174,12 +174,8 @@ class Studies:
             ledger.on_record = mirror.add
         return mirror
 
-    def shared(self, ledger: Ledger, problem: Problem, sampler: str, seed: int) -> optuna.Study:
+    def shared(self, ledger: Ledger, problem: Problem, sampler: optuna.samplers.BaseSampler) -> optuna.Study:
         """The problem's study as a shared search asks it, with this worker's sampler."""
-        from autotune.tune.shared import shared_sampler
-
         name = self.attach(ledger, problem).study.study_name
         with database_errors(self.store.url):
-            return optuna.load_study(
-                study_name=name, storage=self.storage, sampler=shared_sampler(sampler, seed)
-            )
+            return optuna.load_study(study_name=name, storage=self.storage, sampler=sampler)

@@ -1,0 +1,406 @@
+"""`gp` as an Optuna sampler: `GPSampler(search_space, valid=..., options=SearchOptions(...))`
+works in any Optuna study (in memory or any RDB storage) and with several workers on
+one study; `Search` uses it for `--sampler gp`, so there is one gp.
+
+It proposes whole points of a discrete space (categorical knobs, as `autotune search
+--shared` declares them, and integer knobs), each valid (given a validity test) and
+neither measured nor being measured: trials another worker is running (RUNNING) count
+as in flight, and the model takes them at its own prediction, so workers spread out.
+What it knows it reads from the study each time: finished trials in the order they
+finished, failed ones as failures; a FAIL trial with a `skipped` attribute (a proposal
+given up: taken, invalid, budget spent) is no measurement and is ignored.
+
+It starts with `startup_trials` random points (powers of two favoured, each switch on
+in half of them), then fits a Gaussian process to the `model_points` fastest points
+measured (autotune/surrogate.py) and alternates two steps. The local step takes the
+best point's one-knob neighbour of highest expected improvement, trying its switch moves
+(two-valued knobs flipped, others moved to a power of two) before anything else. The
+global step takes the point of the whole space with the lowest predicted time, or, once
+`stall_after` evaluations have gone by without a `stall_gain` gain, the point of highest
+expected improvement (a stalled search explores until it gains again). Genetic steps (a
+child of two of the best points, moving several knobs at once) can replace some of them
+(`genetic_every`). BENCHMARKS.md has the replays behind each setting.
+
+Values to minimise must be positive (times: the model works on their logarithm).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune import surrogate
+from autotune.search_options import SearchOptions
+
+ENUMERATE_LIMIT = 50_000  # spaces up to this size score every point; larger ones a sample
+CANDIDATE_SAMPLE = 4_000
+
+Point = tuple[int, ...]  # each knob's value index
+
+
+def knob_values(distribution: BaseDistribution) -> list[Any] | None:
+    """The values a discrete distribution allows, in order; None for continuous ones."""
+    if isinstance(distribution, CategoricalDistribution):
+        return list(distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return list(range(distribution.low, distribution.high + 1, distribution.step))
+    return None
+
+
+def one_knob_neighbours(centre: Point, sizes: Sequence[int]) -> list[Point]:
+    """Every point that differs from `centre` in exactly one knob."""
+    return [
+        centre[:i] + (value,) + centre[i + 1 :]
+        for i, size in enumerate(sizes)
+        for value in range(size)
+        if value != centre[i]
+    ]
+
+
+class GPSampler(optuna.samplers.BaseSampler):
+    """The `gp` search as an Optuna sampler (module docstring).
+
+    `search_space`: the knobs, each a CategoricalDistribution or IntDistribution, in the
+    order the model's features take them; without it the sampler works on the knobs
+    every finished trial has (Optuna's intersection search space) and draws the first
+    trial at random. `valid(params)`: whether a whole point may be proposed."""
+
+    def __init__(
+        self,
+        search_space: dict[str, BaseDistribution] | None = None,
+        *,
+        valid: Callable[[dict[str, Any]], bool] | None = None,
+        options: SearchOptions | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.options = options or SearchOptions()
+        self.valid = valid or (lambda params: True)
+        self.random = random.Random(seed)
+        self._lock = threading.Lock()  # study.optimize(n_jobs=N) asks from N threads
+        # Trial number -> the point proposed for it: in flight before its parameters reach
+        # the storage (another thread may ask in between).
+        self._proposed: dict[int, Point] = {}
+        self._fixed_space: dict[str, BaseDistribution] | None = None
+        if search_space is not None:
+            self._fixed_space = {k: d for k, d in search_space.items() if knob_values(d) is not None}
+        self._intersection = optuna.search_space.IntersectionSearchSpace()
+        self._space_key: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
+        self.names: list[str] = []  # the modelled knobs (`prepare`)
+        # What the study says, read again at each proposal (`_observe`).
+        self.visited: dict[Point, float | None] = {}  # in the order measured
+        self.in_flight: set[Point] = set()
+        self.best: tuple[float, Point] | None = None
+        self._progress_at = 0  # evaluations when the best time last improved by stall_gain
+
+    # -- Optuna's sampler interface ------------------------------------------
+
+    def reseed_rng(self) -> None:
+        self.random.seed()
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        if self._fixed_space is not None:
+            return self._fixed_space
+        space = self._intersection.calculate(study)
+        return {k: d for k, d in space.items() if knob_values(d) is not None}
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space or trial.system_attrs.get("fixed_params"):
+            return {}  # nothing to model yet, or a queued point (a preset, a warm start)
+        if study._is_multi_objective() or study.direction != optuna.study.StudyDirection.MINIMIZE:
+            raise ValueError("GPSampler minimises one objective (a time)")
+        with self._lock:
+            self.prepare(search_space)
+            self.observe(study, trial.number)
+            proposal = self._model_step() if self._started() else self._start_point()
+            if proposal is None:
+                proposal = self._random_start_point()
+            if proposal is None:
+                return {}
+            self._proposed[trial.number] = proposal
+            return self.params_of(proposal)
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        """Knobs outside the modelled space (a first trial, a continuous knob): at random."""
+        values = knob_values(param_distribution)
+        if values is not None:
+            return self.random.choice(values)
+        low, high = param_distribution.low, param_distribution.high  # type: ignore[attr-defined]
+        return self.random.uniform(low, high)
+
+    # -- the space and what the study says -----------------------------------
+
+    def prepare(self, search_space: dict[str, BaseDistribution]) -> None:
+        """Per-knob tables, built once per search space."""
+        values = {name: knob_values(d) or [] for name, d in search_space.items()}
+        key = tuple((name, tuple(v)) for name, v in values.items())
+        if key == self._space_key:
+            return
+        self._space_key = key
+        self.names = list(values)
+        self.values = [values[name] for name in self.names]
+        self.sizes = [len(v) for v in self.values]
+        categorical = self.options.enumerations == "categorical"
+        self.choices = {i for i, v in enumerate(self.values) if categorical and _enumeration(v)}
+        # Per knob, the indices of its powers of two when it also has other values.
+        self.powers_of_two: list[list[int] | None] = []
+        for i, knob in enumerate(self.values):
+            flags = [_power_of_two(v) for v in knob]
+            mixed = i not in self.choices and any(flags) and not all(flags)
+            self.powers_of_two.append([j for j, flag in enumerate(flags) if flag] if mixed else None)
+        self._valid_points: list[Point] | None = None
+        self._switch_plan: dict[int, list[int]] | None = None  # start points: each switch's values
+        self._starts = 0
+        self._feature_table: list[np.ndarray] | None = None
+
+    def observe(self, study: optuna.Study, current: int | None = None) -> None:
+        """Measured points (in the order they finished), points in flight, the best."""
+        self.visited, self.in_flight, self.best, self._progress_at = {}, set(), None, 0
+        trials = study.get_trials(deepcopy=False)
+        finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+        finished.sort(key=lambda t: (t.datetime_complete or t.datetime_start or _NEVER, t.number))
+        for trial in finished:
+            point = self.point_of(trial.params)
+            if point is None or trial.user_attrs.get("skipped"):
+                continue
+            value = trial.value if trial.state == TrialState.COMPLETE else None
+            if value is not None and not value > 0:
+                raise ValueError(f"GPSampler models positive values (times), not {value!r}")
+            self._note(point, value)
+        running = {t.number: t for t in trials if t.state == TrialState.RUNNING and t.number != current}
+        self._proposed = {n: p for n, p in self._proposed.items() if n in running}
+        for number, trial in running.items():
+            point = self.point_of(trial.params) or self._proposed.get(number)
+            if point is not None:
+                self.in_flight.add(point)
+
+    def point_of(self, params: dict[str, Any]) -> Point | None:
+        """A trial's parameters as value indices; None if it lacks a knob or a value."""
+        point = []
+        for name, values in zip(self.names, self.values, strict=True):
+            if name not in params or params[name] not in values:
+                return None
+            point.append(values.index(params[name]))
+        return tuple(point)
+
+    def params_of(self, point: Point) -> dict[str, Any]:
+        return {name: values[i] for name, values, i in zip(self.names, self.values, point, strict=True)}
+
+    def _note(self, point: Point, value: float | None) -> None:
+        self.visited[point] = value
+        if value is not None and (self.best is None or value < self.best[0]):
+            if self.best is None or value < self.best[0] * (1.0 - self.options.stall_gain):
+                self._progress_at = len(self.visited)
+            self.best = (value, point)
+
+    # -- proposals -----------------------------------------------------------
+
+    def _started(self) -> bool:
+        return self.best is not None and len(self.visited) >= self.options.startup_trials
+
+    def _usable(self, point: Point) -> bool:
+        usable = point not in self.visited and point not in self.in_flight
+        return usable and self.valid(self.params_of(point))
+
+    def _start_point(self) -> Point | None:
+        """A random valid, unvisited point; knobs that mix powers of two with other
+        values draw from their powers of two half of the time (GPU work sizes favour
+        them: on every replayed landscape the optimum has them). Each switch is on in
+        half of the start points and off in the other half, so no switch setting goes
+        unseen because of a few unlucky draws."""
+        if self._switch_plan is None:
+            self._switch_plan = {}
+            for i, size in enumerate(self.sizes):
+                if size == 2:
+                    column = [0, 1] * (self.options.startup_trials // 2)
+                    self.random.shuffle(column)
+                    self._switch_plan[i] = column
+                elif i in self.choices:
+                    column = list(range(size)) * (self.options.startup_trials // size)
+                    self.random.shuffle(column)
+                    self._switch_plan[i] = column
+        for _ in range(100):
+            point = self._random_start_point()
+            if point is None:
+                return None
+            planned = list(point)
+            for i, column in self._switch_plan.items():
+                if self._starts < len(column):
+                    planned[i] = column[self._starts]
+            if self._usable(tuple(planned)):
+                self._starts += 1
+                return tuple(planned)
+        return self._random_start_point()
+
+    def _random_start_point(self) -> Point | None:
+        for _ in range(100):
+            point = []
+            for size, powers in zip(self.sizes, self.powers_of_two, strict=True):
+                pool: Sequence[int] = range(size)
+                if powers is not None and self.random.random() < self.options.pow2_share:
+                    pool = powers
+                point.append(self.random.choice(pool))
+            if self._usable(tuple(point)):
+                return tuple(point)
+        return None
+
+    def _candidates(self) -> list[Point]:
+        """Unvisited valid points: all of them in small spaces, else a random sample
+        plus the one-knob neighbourhoods of the five best points."""
+        if math.prod(self.sizes) <= ENUMERATE_LIMIT:
+            if self._valid_points is None:
+                self._valid_points = [
+                    p for p in itertools.product(*(range(n) for n in self.sizes)) if self._usable(p)
+                ]
+            return [p for p in self._valid_points if p not in self.visited and p not in self.in_flight]
+        found = {tuple(self.random.randrange(n) for n in self.sizes) for _ in range(CANDIDATE_SAMPLE)}
+        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)
+        for _, centre in ranked[:5]:
+            found.update(one_knob_neighbours(centre, self.sizes))
+        return [p for p in found if self._usable(p)]
+
+    def _model_step(self) -> Point | None:
+        """After the start: the GP's proposal, or on every `genetic_every`-th step a child."""
+        every = self.options.genetic_every
+        if every and len(self.visited) % every == 0:
+            child = self._genetic_proposal()
+            if child is not None:
+                return child
+        return self._gp_proposal()
+
+    def _genetic_proposal(self) -> Point | None:
+        """A child of two good points (tournaments among the best, two-point crossover,
+        each knob mutated with probability 1/knobs). It changes several knobs at once,
+        the jump that one-knob neighbourhoods and expected improvement seldom make."""
+        ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)[: self.options.genetic_pool]
+        if len(ranked) < 2:
+            return None
+        knobs = len(self.sizes)
+
+        def parent() -> Point:
+            a, b = self.random.sample(range(len(ranked)), 2)
+            return ranked[min(a, b)][1]
+
+        for _ in range(200):
+            x, y = parent(), parent()
+            i, j = sorted(self.random.sample(range(knobs + 1), 2))
+            child = list(x[:i] + y[i:j] + x[j:])
+            for k, size in enumerate(self.sizes):
+                if size > 1 and self.random.random() < 1 / knobs:
+                    child[k] = self.random.randrange(size)
+            if self._usable(tuple(child)):
+                return tuple(child)
+        return None
+
+    def _gp_proposal(self) -> Point | None:
+        """The local step on every other call, the global step on the rest."""
+        assert self.best is not None
+        near = self._local_candidates() if len(self.visited) % 2 else []
+        step = self.options.global_step
+        if not near and self._stalled():
+            if self.options.stall_step == "random":
+                return self._random_start_point()
+            step = "ei"
+        candidates = near or self._candidates()
+        if not candidates:
+            return None
+        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
+        index = surrogate.propose(
+            self._features(measured),
+            [self.visited[p] for p in measured],
+            self._features(candidates),
+            self._features(sorted(self.in_flight)),
+            acquisition="ei" if near else step,
+        )
+        return candidates[index]
+
+    def _stalled(self) -> bool:
+        after = self.options.stall_after
+        return bool(after) and len(self.visited) - self._progress_at >= after
+
+    def _local_candidates(self) -> list[Point]:
+        """The best point's unvisited one-knob neighbours; with `switches_first`, only its
+        switch moves while any is left: flips of two-valued knobs, and moves of a knob
+        that is not at a power of two to the nearest powers of two. These moves often
+        decide which basin a point is in (shared memory on or off, an aligned block),
+        and the model, having seen them fail elsewhere, would not try them here. Each
+        costs one evaluation per new best point."""
+        assert self.best is not None
+        centre = self.best[1]
+        near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]
+        if not self.options.switches_first:
+            return near
+        switch_moves = set()
+        for i, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
+            if size == 2:
+                switch_moves.add((i, 1 - centre[i]))
+            elif i in self.choices:
+                switch_moves.update((i, v) for v in range(size) if v != centre[i])
+            elif powers is not None and centre[i] not in powers:
+                switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
+                switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
+        first = [p for p in near if _move(centre, p) in switch_moves]
+        return first or near
+
+    def _features(self, points: list[Point]) -> np.ndarray:
+        """The surrogate's view of points: each knob's value index scaled to [0, 1], and,
+        for numeric knobs that mix powers of two with other values, whether the value is
+        one (GPUs often care more about alignment than about magnitude)."""
+        if self._feature_table is None:
+            table = []
+            for knob, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
+                columns = [[i / max(size - 1, 1) for i in range(size)]]
+                if knob in self.choices:
+                    columns = [[float(i == j) for i in range(size)] for j in range(size)]
+                if powers is not None:
+                    columns.append([float(i in powers) for i in range(size)])
+                table.append(np.array(columns, dtype=float).T)
+            self._feature_table = table
+        if not points:
+            return np.zeros((0, sum(t.shape[1] for t in self._feature_table)))
+        indices = np.array(points, dtype=int)
+        return np.hstack([table[indices[:, i]] for i, table in enumerate(self._feature_table)])
+
+
+_NEVER = datetime.max  # trials without a finishing time sort last
+
+
+def _move(centre: Point, neighbour: Point) -> tuple[int, int]:
+    """(knob, new value index) of a point that differs from `centre` in one knob."""
+    knob = next(i for i, (a, b) in enumerate(zip(centre, neighbour, strict=True)) if a != b)
+    return knob, neighbour[knob]
+
+
+def _power_of_two(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or value != int(value):
+        return False
+    return int(value) & (int(value) - 1) == 0
+
+
+def _enumeration(values: Sequence[Any]) -> bool:
+    """Values 0, 1, ..., k-1 with k >= 3: the knob names one of k choices."""
+    plain = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return plain and len(values) >= 3 and list(values) == list(range(len(values)))
+
+
+def _rank(value: float | None) -> float:
+    return math.inf if value is None else value

@@ -99,7 +99,7 @@ def generate(
     tile_pitch = config["local_x"] * config["work_x"] + (filter_width - 1) * channels
     source = load_template(TEMPLATE_FILE).render(
         **config,
-        config_json=json.dumps(config, sort_keys=True),
+        config_json=json.dumps(space.comment_config(config), sort_keys=True),
         kernel_name=KERNEL_NAME,
         filter_width=filter_width,
         filter_type=filter_type,

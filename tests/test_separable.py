@@ -306,3 +306,15 @@ def test_auto_runs_the_form_measured_faster_here(tmp_path):
         got = autotune.convolve(image, gaussian, algorithm=algorithm, db=db)
         expected = signal.correlate2d(image.astype(np.float64), gaussian.astype(np.float64), mode="valid")
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+def test_knobs_added_later_leave_earlier_kernels_as_they_were():
+    """A kernel stored before `tiles_down`, `row_window`, `row_loads` and `carry_rows`
+    existed renders as it did: those knobs stay out of its config comment at their default."""
+    later = [name for name, knob in SPACE.knobs.items() if knob.added_later]
+    assert set(later) == {"tiles_down", "row_window", "row_loads", "carry_rows"}
+    config = {**BASE, "row_columns": "transposed", "cache_input": True}
+    source = generate(config, 5, 1, SPACE).source
+    assert not any(f'"{name}"' in source for name in later)
+    assert source == generate({**config, "tiles_down": 1, "row_window": 0}, 5, 1, SPACE).source
+    assert '"tiles_down": 2' in generate({**config, "tiles_down": 2}, 5, 1, SPACE).source

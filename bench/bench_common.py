@@ -1,18 +1,23 @@
 """What the bench scripts share: reading `--config` arguments, the roofline options and
-bound, the best stored convolution configs of a device, and the registers and spills
-NVIDIA's compiler reports for a kernel."""
+bound, the best stored convolution configs of a device, the registers and spills
+NVIDIA's compiler reports for a kernel, and wall times taken in interleaved rounds."""
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from autotune.families import KernelVariant
 from autotune.families.conv2d import CONV2D
+
+Key = TypeVar("Key")
 
 
 def read_configs(texts: list[str]) -> list[dict]:
@@ -110,3 +115,21 @@ def tree_revision(tree: Path) -> str:
         ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
     return result.stdout.strip() or tree.name
+
+
+def interleaved_medians(
+    calls: Mapping[Key, Callable[[], object]], rounds: int, repeats: int
+) -> dict[Key, float]:
+    """Wall ms of each call: the median of `repeats` calls in a round, then the median of
+    `rounds` rounds that take the calls in turn, so a load that comes and goes falls on
+    all of them alike."""
+    per_round: dict[Key, list[float]] = {key: [] for key in calls}
+    for _ in range(rounds):
+        for key, call in calls.items():
+            samples = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                call()
+                samples.append((time.perf_counter() - start) * 1e3)
+            per_round[key].append(statistics.median(samples))
+    return {key: statistics.median(times) for key, times in per_round.items()}

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
-import time
 
 import numpy as np
 import pyopencl as cl
+from bench_common import interleaved_medians
 
 from autotune.families.conv2d.inputs import parse_image_size
 from autotune.runtime import _context
@@ -86,15 +85,7 @@ def main() -> int:
         pass
     for way in ways.values():
         np.testing.assert_array_equal(way(), image)
-    times: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(args.rounds):
-        for name, way in ways.items():
-            samples = []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                way()
-                samples.append((time.perf_counter() - start) * 1e3)
-            times[name].append(statistics.median(samples))
+    medians = interleaved_medians(ways, args.rounds, args.repeats)
     print(
         f"Host round trips, {datetime.date.today()}, {info.name} ({info.platform}), {width}x{height} float32 "
         f"({nbytes / 2**20:.0f} MiB each way), device-to-device copy between; wall ms, median of "
@@ -102,8 +93,7 @@ def main() -> int:
     )
     print("| way | ms | GB/s both ways |")
     print("|---|---|---|")
-    for name, samples in times.items():
-        ms = statistics.median(samples)
+    for name, ms in medians.items():
         print(f"| {name} | {ms:.2f} | {2 * nbytes / (ms * 1e-3) / 1e9:.1f} |")
     return 0
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
-import time
 
 import numpy as np
+from bench_common import interleaved_medians
 
 import autotune
 from autotune.devices import device_info
@@ -76,16 +75,8 @@ def row(
     for n, convolver in convolvers.items():
         if not np.array_equal(convolver(image), expected):
             raise SystemExit(f"F={width}, chunks={n}: the result differs from chunks={counts[0]}")
-    times: dict[int, list[float]] = {n: [] for n in counts}
-    for _ in range(args.rounds):
-        for n, convolver in convolvers.items():
-            calls = []
-            for _ in range(args.repeats):
-                start = time.perf_counter()
-                convolver(image)
-                calls.append((time.perf_counter() - start) * 1e3)
-            times[n].append(statistics.median(calls))
-    medians = {n: statistics.median(t) for n, t in times.items()}
+    calls = {n: (lambda convolver=convolver: convolver(image)) for n, convolver in convolvers.items()}
+    medians = interleaved_medians(calls, args.rounds, args.repeats)
     plan = convolvers[counts[0]].plan
     kernel = evaluator.evaluate(plan.config, plan.problem) if args.mode == "valid" else None
     kernel_ms = f"{kernel.time_ms:.3f}" if kernel is not None and kernel.ok else "-"

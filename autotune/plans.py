@@ -151,19 +151,16 @@ def lent_buffers(context: Any, input_bytes: int, output_bytes: int) -> Iterator[
     Two calls never hold the same buffer: a call takes it out of the pool while it runs."""
     import pyopencl as cl
 
-    keys = [(id(context), "input", input_bytes), (id(context), "output", output_bytes)]
-    with _pool_lock:
-        kept = [_pool.pop(key, (None, None)) if key[2] else (None, None) for key in keys]
-    new = cl.mem_flags.READ_WRITE
-    buffers = [
+    def take(role: str, size: int) -> Any:
+        if not size:
+            return None
+        with _pool_lock:
+            owner, buffer = _pool.pop((id(context), role, size), (None, None))
         # The pool holds each buffer's context, so an id is never another context's.
-        buffer if owner is context or not key[2] else None
-        for key, (owner, buffer) in zip(keys, kept, strict=True)
-    ]
-    buffers = [
-        cl.Buffer(context, new, size=key[2]) if key[2] and buffer is None else buffer
-        for key, buffer in zip(keys, buffers, strict=True)
-    ]
+        return buffer if owner is context else cl.Buffer(context, cl.mem_flags.READ_WRITE, size=size)
+
+    keys = [(id(context), "input", input_bytes), (id(context), "output", output_bytes)]
+    buffers = [take(role, size) for _, role, size in keys]
     try:
         yield buffers[0], buffers[1]
     finally:

@@ -9,7 +9,7 @@ PoCL and Debian's PoCL, say) shows up once: the first of the identical entries w
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
 from autotune.errors import AutotuneError, UsageError
@@ -31,6 +31,10 @@ class DeviceInfo:
     local_mem_size: int
     max_constant_buffer_size: int
     global_mem_size: int
+    # Floats in the device's native vector (16 on an AVX-512 CPU, 1 on GPUs): CPU kernels
+    # reach the SIMD units through explicit vectors that wide. Rows stored before it was
+    # recorded read as 1.
+    native_vector_width: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -53,7 +57,10 @@ class DeviceInfo:
         is unreadable (a damaged row)."""
         try:
             info = json.loads(row.info)
-            values = {f.name: info[f.name] for f in fields(cls)}
+            values = {
+                f.name: info[f.name] if f.default is MISSING else info.get(f.name, f.default)
+                for f in fields(cls)
+            }
             values["max_work_item_sizes"] = tuple(int(s) for s in info["max_work_item_sizes"])
         except (ValueError, TypeError, KeyError):
             return None
@@ -131,6 +138,7 @@ def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
         local_mem_size=int(device.local_mem_size),
         max_constant_buffer_size=int(device.max_constant_buffer_size),
         global_mem_size=int(device.global_mem_size),
+        native_vector_width=max(1, int(device.native_vector_width_float)),
     )
 
 

@@ -63,6 +63,16 @@ def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.Ba
     raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")
 
 
+def next_bases(changed: list, rng: random.Random, violations: Callable[[Any], int] | None) -> list:
+    """Where a repair looks next, one knob further: 20 of the points it just tried, those
+    breaking the fewest rules where that is known (ties in `changed`'s shuffled order),
+    so a point several knobs from every valid one (a CPU layout proposed on a GPU) is
+    still repaired; else 20 at random."""
+    if violations is None:
+        return rng.sample(changed, min(len(changed), 20))
+    return sorted(changed, key=violations)[:20]
+
+
 class Search:
     """One search over one space, for one problem; history can be added up front."""
 
@@ -73,8 +83,12 @@ class Search:
         seed: int = 0,
         valid: Callable[[Config], bool] | None = None,
         options: SearchOptions | None = None,
+        violations: Callable[[Config], int] | None = None,
     ) -> None:
+        """`violations` (optional): how many rules a point breaks, which steers repairs
+        toward valid points when they lie several knobs away."""
         self.space = space
+        self.violations = violations
         self.options = options or SearchOptions()
         self.sampler_name = sampler
         self.valid = valid or (lambda config: True)
@@ -208,6 +222,11 @@ class Search:
         usable = point not in self.visited and point not in self.in_flight
         return usable and self.valid(self.decode(self._params(point)))
 
+    @property
+    def _point_violations(self) -> Callable[[tuple[int, ...]], int] | None:
+        count = self.violations
+        return None if count is None else lambda point: count(self.decode(self._params(point)))
+
     def _neighbours(self, centre: tuple[int, ...]) -> list[tuple[int, ...]]:
         return one_knob_neighbours(centre, self.sizes)
 
@@ -227,5 +246,5 @@ class Search:
             for candidate in changed:
                 if self._usable(candidate):
                     return candidate
-            current = self.random.sample(changed, min(len(changed), 20))
+            current = next_bases(changed, self.random, self._point_violations)
         return None

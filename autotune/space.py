@@ -21,6 +21,10 @@ from typing import Any
 from autotune.errors import UsageError
 from autotune.resources import resource_path
 
+# Device limits that rules may name but older records and hand-written devices leave
+# out, at the value that keeps a rule as it was before the limit was recorded.
+DEVICE_DEFAULTS: dict[str, object] = {"native_vector_width": 1}
+
 Value = bool | int | str
 Config = dict[str, Value]
 
@@ -144,7 +148,9 @@ class SearchSpace:
         """
         names: dict[str, object] = {**self.problem_defaults, **problem, **config}
         if device is not None:
-            names["device"] = device if not isinstance(device, Mapping) else SimpleNamespace(**device)
+            if isinstance(device, Mapping):
+                device = SimpleNamespace(**{**DEVICE_DEFAULTS, **device})
+            names["device"] = device
         reasons = []
         for c in self.constraints:
             if c.needs_device and device is None:

@@ -4,7 +4,10 @@
 For each filter width: tune with a fixed budget (or reuse the database), then time
 the best kernel (OpenCL profiling events, kernel only) and cv2.filter2D (host clock,
 cv2 limited to as many threads as PoCL has compute units) in interleaved rounds, and
-print the ratio. cv2 filters the same input image; its output is the input's size,
+print the ratio; on float32 'valid' problems torch's conv2d (oneDNN) and Halide pipelines
+(Adams2019 and Mullapudi2016 autoschedulers) with as many threads are timed beside them,
+each checked against SciPy first. GFLOP/s are shown as a share of the FMA peak measured
+on the device (`bench/device_peak.py`). cv2 filters the same input image; its output is the input's size,
 so it computes slightly more outputs ((W+F-1)^2 against W^2). With --pixels naming a
 pixel type, output type, border or channels (problem fields as JSON), both filter the
 same uint8 / colour image, 'same' output with the same border, cv2 with ddepth=-1 where
@@ -19,12 +22,17 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
+import cpu_peers
+import device_peak
 import numpy as np
+from bench_common import interleaved_medians
 
 from autotune.devices import device_info
 from autotune.evaluate import Evaluator
@@ -47,6 +55,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--pixels", default="{}", help="problem fields as JSON (dtype, out_dtype, border, channels)"
+    )
+    parser.add_argument(
+        "--peers",
+        default="torch,halide",
+        help="libraries timed beside cv2 on float32 'valid' problems (torch, halide; '' for none)",
     )
     args = parser.parse_args()
     pixels = json.loads(args.pixels)
@@ -74,6 +87,9 @@ def main() -> int:
     results = tuner.run()
     tuning_s = time.perf_counter() - started
     policy = TimingPolicy(min_runs=5, min_time_s=0.5, max_runs=200, max_time_s=5.0)
+    peak = device_peak.best_of(args.device, rounds=3)
+    float_valid = not pixels or pixels == {"dtype": "float32"}
+    peers = [name for name in args.peers.split(",") if name] if float_valid else []
     rows = []
     with Evaluator(args.device, CONV2D, policy=policy) as evaluator:
         for result in results:
@@ -88,25 +104,28 @@ def main() -> int:
             if not problem.same:
                 assert width % 2 == 1, "cv2's anchor for even widths differs; use odd widths"
                 expected = expected[half : half + size[1], half : half + size[0]]
-            ours, theirs = [], []
+            reference = problem.reference()
+            calls = {"cv2": functools.partial(cv2.filter2D, image, depth, filt, borderType=border)}
+            for name in peers:
+                calls |= _peer_calls(name, image, filt, threads)
+            for name, call in calls.items():
+                if name != "cv2":
+                    error = float(np.abs(call() - reference).max())
+                    assert error <= problem.tolerance(), f"{name} F={width}: max error {error}"
+            ours: list[float] = []
+            theirs: dict[str, list[float]] = {name: [] for name in calls}
             for _ in range(args.rounds):
                 m = evaluator.evaluate(result.best_config, problem)
                 assert m.ok, m.error
                 ours.append(m.time_ms)
-                times = []
-                for _ in range(5):
-                    start = time.perf_counter()
-                    cv2.filter2D(image, depth, filt, borderType=border)
-                    times.append((time.perf_counter() - start) * 1e3)
-                theirs.append(statistics.median(times))
-            ours_ms, theirs_ms = statistics.median(ours), statistics.median(theirs)
-            reference = problem.reference()
+                for name, ms in interleaved_medians(calls, rounds=1, repeats=5).items():
+                    theirs[name].append(ms)
+            ours_ms = statistics.median(ours)
             rows.append(
                 {
                     "filter_width": width,
                     "ours_ms": ours_ms,
-                    "cv2_ms": theirs_ms,
-                    "ratio": ours_ms / theirs_ms,
+                    "peers_ms": {name: statistics.median(times) for name, times in theirs.items()},
                     "gflops": problem.flops / (ours_ms * 1e-3) / 1e9,
                     "config": result.best_config,
                     "cv2_max_error": float(np.abs(expected.reshape(reference.shape) - reference).max()),
@@ -117,16 +136,42 @@ def main() -> int:
         f"CPU comparison, {datetime.date.today()}, {device.name} ({device.platform}, "
         f"{threads} compute units), "
         f"{size[0]}x{size[1]} output, {kind_words or 'float32'}; "
-        f"tuning {args.trials} trials per width took {tuning_s:.0f} s.\n"
+        f"tuning {args.trials} trials per width took {tuning_s:.0f} s; measured on this device: "
+        f"FP32 FMA peak {peak.peak_gflops:.0f} GFLOP/s, copy {peak.bandwidth_gbs:.1f} GB/s "
+        "(`bench/device_peak.py`).\n"
     )
-    print("| F | tuned kernel ms | cv2.filter2D ms | ours / cv2 | GFLOP/s | config |")
-    print("|---|---|---|---|---|---|")
+    names = list(rows[0]["peers_ms"]) if rows else ["cv2"]
+    print(
+        "| F | tuned kernel ms | "
+        + " | ".join(f"{n} ms" for n in names)
+        + " | "
+        + " | ".join(f"ours / {n}" for n in names)
+        + " | GFLOP/s | % of peak | config |"
+    )
+    print("|---" * (4 + 2 * len(names)) + "|")
     for r in rows:
+        peers_ms = r["peers_ms"]
         print(
-            f"| {r['filter_width']} | {r['ours_ms']:.2f} | {r['cv2_ms']:.2f} | {r['ratio']:.2f} | "
-            f"{r['gflops']:.1f} | `{json.dumps(r['config'], separators=(',', ':'))}` |"
+            f"| {r['filter_width']} | {r['ours_ms']:.2f} | "
+            + " | ".join(f"{peers_ms[n]:.2f}" for n in names)
+            + " | "
+            + " | ".join(f"{r['ours_ms'] / peers_ms[n]:.2f}" for n in names)
+            + f" | {r['gflops']:.1f} | {100 * r['gflops'] / peak.peak_gflops:.0f} | "
+            f"`{json.dumps(r['config'], separators=(',', ':'))}` |"
         )
     return 0
+
+
+def _peer_calls(name: str, image: np.ndarray, filt: np.ndarray, threads: int) -> dict[str, Callable]:
+    """The named peer's calls on these arrays ('halide': one per autoscheduler)."""
+    if name == "torch":
+        return {"torch": cpu_peers.torch_correlate(image, filt, threads)}
+    if name == "halide":
+        return {
+            f"halide {scheduler}": cpu_peers.halide_correlate(image, filt, threads, scheduler)
+            for scheduler in cpu_peers.HALIDE_AUTOSCHEDULERS
+        }
+    raise SystemExit(f"unknown peer {name!r}: torch or halide")
 
 
 if __name__ == "__main__":

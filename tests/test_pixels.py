@@ -541,3 +541,51 @@ def test_exports_of_other_channel_counts_do_not_share_a_name():
     kinds = [Conv2DProblem(4, 8, 8, border="mirror", anchor=anchor) for anchor in (-1, 1, 2)]
     assert len({CONV2D.export_stem(CONV2D.render({}, k)) for k in kinds}) == 2  # -1 is 2, the centre
     assert len({CONV2D.describe_kind(k.kind()) for k in kinds}) == 2  # one problem, whichever way named
+
+
+# Explicit vectors along x (the CPU layout): a seeded sample of pixel type x output type x
+# border x channels x vector width x outputs along x, on images narrower than one vector,
+# rows that end mid-vector and tiles that straddle the edge.
+VECTOR_SAMPLE = random.Random(20)
+VECTOR_CASES = [
+    (
+        VECTOR_SAMPLE.choice(list(PIXEL_TYPES)),
+        VECTOR_SAMPLE.choice([False, True]),
+        VECTOR_SAMPLE.choice(BORDERS),
+        VECTOR_SAMPLE.choice([1, 2, 3, 4]),
+        VECTOR_SAMPLE.choice([1, 2, 3, 5, 9]),
+        VECTOR_SAMPLE.choice([(4, 8), (4, 16), (8, 8), (8, 32), (16, 16), (16, 32), (16, 64)]),
+        VECTOR_SAMPLE.choice([(1, 1), (5, 3), (70, 13), (131, 6), (203, 5), (260, 4)]),
+        seed,
+    )
+    for seed in range(24)
+]
+
+
+@pytest.mark.parametrize("dtype,same_out,border,channels,width,vector_work,size,seed", VECTOR_CASES)
+def test_explicit_vectors_match_scipy(dtype, same_out, border, channels, width, vector_work, size, seed):
+    out_dtype = dtype if same_out else "float32"
+    x_vector, work_x = vector_work
+    rng = np.random.default_rng(seed)
+    out_w, out_h = size
+    same = border != "none"
+    grow = 0 if same else width - 1
+    image = image_of(dtype, (out_h + grow, out_w + grow, channels), rng)
+    filt = filter_of(width, rng, out_dtype)
+    anchor = random.Random(seed).randrange(width) if same else -1
+    problem = Conv2DProblem(width, out_w, out_h, dtype, out_dtype=out_dtype, border=border, anchor=anchor,
+                            channels=channels)  # fmt: skip
+    config = {"filter_mode": "define", "x_vector": x_vector, "work_x": work_x, "local_x": 1, "local_y": 2}
+    shape = random.Random(seed)
+    config |= {"work_y": shape.choice([1, 2, 4]), "unroll": shape.choice([1, 4, "full"])}
+    variant = CONV2D.render(config, problem, values=filt)
+    got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=same)
+    got = got.reshape(out_h, out_w, channels)
+    for channel in range(channels):
+        plane = image[:, :, channel]
+        if same:
+            exact = scipy_reference(plane, filt, border, anchor=anchor)
+        else:
+            exact = scipy_reference(plane, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
+        what = f"{config} {dtype}->{out_dtype} {border} F={width}"
+        assert_matches(got[:, :, channel], exact, plane, filt, what)

@@ -40,7 +40,7 @@ def today(config):
 
 def today_source(source):
     """A kernel source (or C header embedding it) that 0.1.0 wrote, its config comments
-    as they read now."""
+    as they read now (knobs added later left out at their defaults, as kernels state them)."""
 
     def line_today(line):
         if " * config: {" not in line:
@@ -48,7 +48,7 @@ def today_source(source):
         start, end = line.index("{"), line.rindex("}") + 1
         escaped = '\\"' in line[start:end]  # a C string literal in the header
         text = line[start:end].replace('\\"', '"') if escaped else line[start:end]
-        config = json.dumps(today(json.loads(text)), sort_keys=True)
+        config = json.dumps(CONV2D.space.comment_config(today(json.loads(text))), sort_keys=True)
         return line[:start] + (config.replace('"', '\\"') if escaped else config) + line[end:]
 
     return "\n".join(line_today(line) for line in source.split("\n"))

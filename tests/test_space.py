@@ -1,12 +1,13 @@
 import copy
 import json
 import tomllib
+from types import SimpleNamespace
 
 import jinja2
 import jinja2.meta as jinja2_meta
 import pytest
 
-from autotune.devices import device_info
+from autotune.devices import DeviceInfo, device_info
 from autotune.errors import UsageError
 from autotune.families import get_family
 from autotune.families.conv2d import CONV2D
@@ -82,6 +83,11 @@ def test_device_rules():
         {"cache_local": True, "local_x": 16, "local_y": 16, "work_x": 4, "filter_space": "global"}
     )
     assert any("local memory" in r for r in space.violations(tile, {"filter_width": 9}, device))
+    # Explicit vectors only where the device has SIMD lanes to fill; a device recorded
+    # before its vector width was (or a GPU, which reports 1) has none.
+    vectors = space.complete({"x_vector": 16, "work_x": 32, "local_x": 4, "local_y": 4})
+    assert any("native float vector" in r for r in space.violations(vectors, {"filter_width": 3}, device))
+    assert space.violations(vectors, {"filter_width": 3}, device | {"native_vector_width": 8}) == []
     # The real device answers too.
     real = device_info(0)
     assert space.violations(space.presets["baseline"].config, {"filter_width": 3}, real) == []
@@ -222,3 +228,17 @@ def test_markdown_table_escapes_pipes_and_spells_values_as_the_file_does():
         "| `k` | true, false | true | a \\| b |",
         "| `m` | s, 2 | s |  |",
     ]
+
+
+def test_devices_stored_before_their_vector_width_read_as_one_lane():
+    real = device_info(0)
+    info = real.to_dict()
+    del info["native_vector_width"]
+    row = SimpleNamespace(info=json.dumps(info), platform=real.platform, name=real.name, vendor=real.vendor,
+                          driver=real.driver_version, type=real.type)  # fmt: skip
+    stored = DeviceInfo.stored(row)
+    assert stored is not None and stored.native_vector_width == 1
+    assert stored.local_mem_size == real.local_mem_size
+    del info["local_mem_size"]  # a limit every row has: missing means a damaged row
+    assert DeviceInfo.stored(SimpleNamespace(**{**vars(row), "info": json.dumps(info)})) is None
+    assert real.native_vector_width >= 1

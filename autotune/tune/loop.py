@@ -251,20 +251,33 @@ class Tuner:
         def valid(config: Config) -> bool:
             return not family.violations(config, problem, self.device)
 
+        def violations(config: Config) -> int:
+            return len(family.violations(config, problem, self.device))
+
         if not self.shared:
-            search: Any = Search(family.space, self.sampler, seed, valid=valid, options=self.search_options)
+            search: Any = Search(
+                family.space,
+                self.sampler,
+                seed,
+                valid=valid,
+                options=self.search_options,
+                violations=violations,
+            )
         else:
             assert self._studies is not None
             seed += 7919 * (self.run_id or 0)  # each worker its own
             sampler = shared_sampler(self.sampler, seed, family.space, valid, self.search_options)
             study = self._studies.shared(ledger, problem, sampler)
-            search = SharedSearch(self.store, study, family.space, valid, self.budget.trials, seed)
+            search = SharedSearch(
+                self.store, study, family.space, valid, self.budget.trials, seed, violations=violations
+            )
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:
                 search.add_history(json.loads(key), trial.time_ms if trial.status == Status.OK else None)
         queued: dict[str, Origin] = {}  # config key -> why it goes first
         for preset in family.space.presets.values():
-            queued.setdefault(config_key(preset.config), Origin.PRESET)
+            if valid(preset.config):  # a CPU layout on a GPU, say: no trial spent on it
+                queued.setdefault(config_key(preset.config), Origin.PRESET)
         for config in self._winners_elsewhere(problem):
             queued.setdefault(config_key(config), Origin.WARM)
         measured_here = ledger.keys_in_run()

@@ -26,7 +26,7 @@ import optuna
 from autotune.errors import UsageError
 from autotune.outcomes import Status
 from autotune.samplers import GPSampler
-from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS
+from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS, next_bases
 from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
@@ -100,8 +100,10 @@ class SharedSearch:
         valid: Any,
         budget: int | None,
         seed: int = 0,
+        violations: Any = None,
     ) -> None:
         self.store, self.study, self.space, self.valid, self.budget = store, study, space, valid, budget
+        self.violations = violations  # rules a config breaks: steers repairs (see `next_bases`)
         self.distributions = distributions(space)
         self.random = random.Random(
             study.sampler._rng.rng.randint(0, 2**31) if hasattr(study.sampler, "_rng") else seed
@@ -164,7 +166,7 @@ class SharedSearch:
             for candidate in changed:
                 if config_key(candidate) not in held and self.valid(candidate):
                     return candidate
-            current = self.random.sample(changed, min(len(changed), 20))
+            current = next_bases(changed, self.random, self.violations)
         return None
 
     @_database_errors

@@ -148,7 +148,7 @@ def main() -> int:
         + " | ".join(f"ours / {n}" for n in names)
         + " | GFLOP/s | % of peak | config |"
     )
-    print("|---" * (4 + 2 * len(names)) + "|")
+    print("|---" * (5 + 2 * len(names)) + "|")
     for r in rows:
         peers_ms = r["peers_ms"]
         print(

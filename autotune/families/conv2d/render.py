@@ -124,8 +124,9 @@ def generate(
         # Unrolled, the border reads of an edge tile raise the registers of every tile
         # (on the H200 at F=17: 127 against the interior's 40, 9x slower); rolled loops
         # keep them, but are slow per tile (1.3-2x at F=3, 5). Small filters keep the tile.
-        # Explicit vectors keep the per-output loop at the edge (their tile is vectors).
-        edge_tile=max(rows, filter_width) <= EDGE_TILE_MAX_WIDTH and config["x_vector"] == 1,
+        # Explicit vectors size their edge tile's column table when compiling: FILTER_WIDTH.
+        edge_tile=max(rows, filter_width) <= EDGE_TILE_MAX_WIDTH
+        and (config["x_vector"] == 1 or config["filter_mode"] == "define"),
         # Where the image rows a work-item reads start ('same' output shifts them by the anchor).
         row_origin="y0" if border == "none" else "in_y0",
         column_origin="x0" if border == "none" else "in_x0",

@@ -496,15 +496,22 @@ def test_interleaved_channels_match_scipy_per_channel(channels, border):
         config |= {"cache_local": cache_local, "image_vector": sample.choice([1, 2, 4]), "unroll": "full"}
         variant = CONV2D.render(config, problem, values=filt)
         got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=same)
-        for channel in range(channels):
-            plane = image[:, :, channel]
-            if same:
-                exact = scipy_reference(plane, filt, border, anchor=anchor)
-            else:
-                exact = scipy_reference(plane, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
-            assert_matches(
-                got[:, :, channel], exact, plane, filt, f"{border} F={width} {dtype} channel {channel}"
-            )
+        assert_channels_match(got, image, filt, border, anchor, f"{border} F={width} {dtype}")
+
+
+def assert_channels_match(got, image, filt, border, anchor, what) -> None:
+    """Each channel of `got` (out_h x out_w*C or x C) equals SciPy on that channel's plane."""
+    width, channels = filt.shape[1], image.shape[2]
+    out_h, out_w = (image.shape[0], image.shape[1]) if border != "none" else (
+        image.shape[0] - width + 1, image.shape[1] - width + 1)  # fmt: skip
+    got = got.reshape(out_h, out_w, channels)
+    for channel in range(channels):
+        plane = image[:, :, channel]
+        if border != "none":
+            exact = scipy_reference(plane, filt, border, anchor=anchor)
+        else:
+            exact = scipy_reference(plane, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
+        assert_matches(got[:, :, channel], exact, plane, filt, f"{what} channel {channel}")
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
@@ -580,12 +587,5 @@ def test_explicit_vectors_match_scipy(dtype, same_out, border, channels, width, 
     config |= {"work_y": shape.choice([1, 2, 4]), "unroll": shape.choice([1, 4, "full"])}
     variant = CONV2D.render(config, problem, values=filt)
     got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=same)
-    got = got.reshape(out_h, out_w, channels)
-    for channel in range(channels):
-        plane = image[:, :, channel]
-        if same:
-            exact = scipy_reference(plane, filt, border, anchor=anchor)
-        else:
-            exact = scipy_reference(plane, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
-        what = f"{config} {dtype}->{out_dtype} {border} F={width}"
-        assert_matches(got[:, :, channel], exact, plane, filt, what)
+    what = f"{config} {dtype}->{out_dtype} {border} F={width}"
+    assert_channels_match(got, image, filt, border, anchor, what)

@@ -4,6 +4,7 @@ milliseconds, with a real SQLite store and no device work."""
 import json
 import math
 
+import optuna
 import pytest
 
 from autotune.devices import device_info
@@ -116,3 +117,24 @@ def test_failed_points_count_and_never_win(family, tmp_path):
     assert result.failures == {"compile_error": len(failed)}
     (best, _, _) = store.best()[0]
     assert json.loads(best.config) not in [json.loads(t.config) for t in failed]
+
+
+def test_a_space_that_gained_values_keeps_searching_the_same_database(tmp_path, family):
+    """Optuna refuses a parameter whose choices changed; a release whose space gives a
+    knob more values (conv2d's work_x did) must still search a database that holds the
+    older release's studies, and its study holds the older trials too."""
+    import gzip
+
+    data = json.loads(gzip.decompress(synthetic(tmp_path / "older.json.gz").read_bytes()))
+    data["tune_params"]["x"] = list(range(20))  # values 16-19: none in the cache, all invalid
+    wider_path = tmp_path / "wider.json.gz"
+    wider_path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    wider = LandscapeFamily(load(wider_path))
+    assert len(wider.space.knobs["x"].values) == 20 != len(family.space.knobs["x"].values)
+    store = Store(f"sqlite:///{tmp_path / 'tune.db'}")
+    _, (older_result,), _ = tune(family, store, trials=8, sampler="random")
+    _, (result,), _ = tune(wider, store, trials=16, sampler="random")
+    assert result.trials >= 16 and result.best_ms <= older_result.best_ms
+    storage = optuna.storages.RDBStorage(store.url)
+    newest = optuna.load_study(study_name=storage.get_all_studies()[-1].study_name, storage=storage)
+    assert len({t.user_attrs["trial_id"] for t in newest.trials}) == len(newest.trials) >= 16

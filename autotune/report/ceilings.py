@@ -5,7 +5,8 @@ see through this driver. So, in order: figures given on the command line; else, 
 the device is on this machine, measured now with two small kernels timed by OpenCL
 profiling events (a float4 copy of a buffer larger than CPU caches, and an FMA loop
 with independent chains of the device's native float vector, at least float8, the
-fastest of a few work-group sizes); else none, and the page says so. The page names the source of each figure.
+fastest of a few work-group sizes); else none, and the page says so. The page names
+the source of each figure.
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ def measure(device_index: int) -> Ceilings:
     dst = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, COPY_FLOATS * 4)
     cl.enqueue_fill_buffer(queue, src, np.float32(1), 0, COPY_FLOATS * 4)
     copy_ms = _median_ms(lambda: copy(queue, (COPY_FLOATS // 4,), None, src, dst))
-    # The same multiply-adds either way; a CPU driver's cost per work-item would
-    # otherwise show in the figure (PoCL: 20 GFLOP/s of about 300 on a 2-core AVX-512 VM).
+    # The same multiply-adds either way: on CPUs few long work-items, else PoCL's cost per
+    # work-item, not the FMA units, sets the figure.
     per_core = 16 if info.is_cpu else 4096
     items = device.max_compute_units * per_core
     steps = np.int32(FMA_ITERATIONS * 4096 // per_core)

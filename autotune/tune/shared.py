@@ -100,7 +100,7 @@ class SharedSearch:
         valid: Any,
         budget: int | None,
         seed: int = 0,
-        violations: Any = None,
+        violations: Callable[[Config], int] | None = None,
     ) -> None:
         self.store, self.study, self.space, self.valid, self.budget = store, study, space, valid, budget
         self.violations = violations  # rules a config breaks: steers repairs (see `next_bases`)

@@ -35,10 +35,13 @@ MAX_SKIPS = 500  # a shared search gives up after this many asks in a row it cou
 
 
 def study_name(family: KernelFamily, problem: Problem, device: DeviceInfo) -> str:
-    """One study per (device, problem): what `optuna studies` lists."""
+    """One study per (device, problem) and version of the space: what `optuna studies`
+    lists. Optuna refuses a parameter whose choices changed (a knob given more values),
+    so a changed space starts a new study, filled from our tables like any other."""
     size = "x".join(str(n) for n in problem.size)
     label = family.describe_kind(problem.kind())
-    return f"autotune {family.name} {label} {size} on {device.name} [{device.driver_version}]"
+    space = family.space.fingerprint[:8]
+    return f"autotune {family.name} {label} {size} on {device.name} [{device.driver_version}] space {space}"
 
 
 def open_storage(store: Store) -> optuna.storages.RDBStorage:

@@ -5,6 +5,7 @@ Kernels run here through plain pyopencl with the manifest's launch rule, and are
 compared with scipy.signal.correlate2d on the full filter, not with our own reference.
 """
 
+import dataclasses
 import json
 
 import numpy as np
@@ -100,6 +101,39 @@ def test_ranks_and_awkward_sizes(rank, out_size, row_columns):
     cache_input = rank == 2 or row_columns == "transposed"
     config = {**BASE, "work_x": 4, "work_y": 4, "row_columns": row_columns, "cache_input": cache_input}
     check(config, 3 + rank, rank, out_size, seed=rank)
+
+
+@pytest.mark.parametrize(
+    "x_vector,work_x,stream_rows,local_x,tap_space",
+    [
+        (4, 8, 16, "2", "literal"),
+        (8, 64, 32, "1", "constant"),
+        (16, 16, 16, "4", "global"),
+        (16, 64, 256, "1", "literal"),
+    ],
+)
+@pytest.mark.parametrize("rank", [1, 3])
+def test_streaming_strips_match_scipy(x_vector, work_x, stream_rows, local_x, tap_space, rank):
+    """Strips that end inside the image, past its right edge, past its last row, and
+    strips narrower than the image's width or taller than its height; widths 1 to 33."""
+    config = {"stream_rows": stream_rows, "x_vector": x_vector, "work_x": work_x, "local_x": int(local_x)}
+    config |= {"local_y": 1, "tap_space": tap_space}
+    cases = [(5, (70, 40)), (4, (13, 7)), (1, (1, 1)), (9, (5, 67)), (33, (67, 5)), (2, (130, 17))]
+    for seed, (width, out_size) in enumerate([*cases, (17, (64, 33))]):
+        check(config, width, rank, out_size, seed=seed)
+
+
+def test_the_streaming_form_is_for_explicit_vectors_only():
+    def broken(config, device=DEVICE):
+        return SPACE.violations(SPACE.complete(config), {"filter_width": 5, "rank": 1}, device)
+
+    assert broken({"stream_rows": 16})
+    assert broken({"x_vector": 8, "work_x": 8})
+    assert broken({"stream_rows": 16, "x_vector": 8, "work_x": 4})
+    assert broken({"stream_rows": 16, "x_vector": 8, "work_x": 8, "cache_input": True})
+    assert not broken({"stream_rows": 16, "x_vector": 8, "work_x": 64})
+    gpu = dataclasses.replace(DEVICE, native_vector_width=1)
+    assert broken({"stream_rows": 16, "x_vector": 4, "work_x": 8}, gpu)
 
 
 @pytest.mark.parametrize("tiles_down", [2, 4, 32])
@@ -309,10 +343,11 @@ def test_auto_runs_the_form_measured_faster_here(tmp_path):
 
 
 def test_knobs_added_later_leave_earlier_kernels_as_they_were():
-    """A kernel stored before `tiles_down`, `row_window`, `row_loads` and `carry_rows`
-    existed renders as it did: those knobs stay out of its config comment at their default."""
+    """A kernel stored before `tiles_down`, `row_window`, `row_loads`, `carry_rows`,
+    `stream_rows` and `x_vector` existed renders as it did: those knobs stay out of its
+    config comment at their default."""
     later = [name for name, knob in SPACE.knobs.items() if knob.added_later]
-    assert set(later) == {"tiles_down", "row_window", "row_loads", "carry_rows"}
+    assert set(later) == {"tiles_down", "row_window", "row_loads", "carry_rows", "stream_rows", "x_vector"}
     config = {**BASE, "row_columns": "transposed", "cache_input": True}
     source = generate(config, 5, 1, SPACE).source
     assert not any(f'"{name}"' in source for name in later)

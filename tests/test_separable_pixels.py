@@ -66,6 +66,32 @@ def test_random_separable_kernels_of_any_pixels_verify(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+def _stream_config(rng: random.Random) -> dict:
+    x_vector = rng.choice([4, 8, 16])
+    config = {"stream_rows": rng.choice([16, 32, 64]), "x_vector": x_vector}
+    config |= {"work_x": x_vector * rng.choice([1, 2, 4]), "tap_space": rng.choice(["constant", "literal"])}
+    return config | {"local_x": rng.choice([1, 2]), "local_y": rng.choice([1, 2])}
+
+
+@pytest.mark.parametrize("dtype,same_out,border,width,rank,size,seed", CASES[:14])
+def test_streaming_kernels_of_any_pixels_verify(
+    separable_evaluator, dtype, same_out, border, width, rank, size, seed
+):
+    """The streaming form on the same sample: strips at the image edge read through the
+    border from a copied line, strips inside it read whole vectors of the pixel type."""
+    rng = random.Random(seed)
+    anchor = rng.randrange(width) if border != "none" else -1
+    out_dtype = dtype if same_out else "float32"
+    size = (size[0] + 41, size[1] + 5)  # strips inside the image too, not only at its edges
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=seed, out_dtype=out_dtype, border=border, anchor=anchor
+    )
+    config = SEPARABLE.space.complete(_stream_config(rng))
+    assert not SEPARABLE.violations(config, problem)
+    result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
 def test_a_wrong_border_is_caught(separable_evaluator):
     problem = SeparableProblem(5, 1, 17, 11, "uint8", out_dtype="uint8", border="mirror")
     variant = SEPARABLE.render({"cache_input": True, "local_x": 8, "local_y": 4}, problem)

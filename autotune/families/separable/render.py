@@ -82,6 +82,8 @@ def generate(
         border=border,
         anchor=anchor if border != "none" else 0,
     )
+    # A streaming work-item walks stream_rows rows; a tiled one has work_y per tile it walks.
+    rows_per_item = int(config["stream_rows"]) or int(config["work_y"]) * int(config["tiles_down"])
     render_key: dict[str, Any] = {"filter_width": filter_width, "rank": rank}
     if (dtype, out_dtype, border) != ("float32", "float32", "none"):
         render_key.update(dtype=dtype, out_dtype=out_dtype, border=border)
@@ -91,7 +93,7 @@ def generate(
         source=source,
         kernel_name=KERNEL_NAME,
         local_size=(int(config["local_x"]), int(config["local_y"])),
-        work_per_item=(int(config["work_x"]), int(config["work_y"]) * int(config["tiles_down"])),
+        work_per_item=(int(config["work_x"]), rows_per_item),
         build_options=(),
         config=dict(config),
         family="separable",

@@ -35,7 +35,9 @@ FORMS = ("direct", "separable", "auto")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", type=int, default=0)
-    parser.add_argument("--filter", default="gaussian:9,gaussian:17,gaussian:33", help="comma list of named filters")
+    parser.add_argument(
+        "--filter", default="gaussian:9,gaussian:17,gaussian:33", help="comma list of named filters"
+    )
     parser.add_argument("--image-size", default="2048x2048", help="output size WxH")
     parser.add_argument("--db", required=True)
     parser.add_argument("--specialise", action="store_true", help="kernels with the taps compiled in")
@@ -59,7 +61,9 @@ def main() -> None:
         for form in FORMS[1:]:
             np.testing.assert_allclose(results[form], results["direct"], rtol=0, atol=1e-4)
         times = interleaved_medians(
-            {form: (lambda c=c: c(image)) for form, c in convolvers.items()}, args.rounds, args.repeats
+            {form: (lambda c=c, image=image: c(image)) for form, c in convolvers.items()},
+            args.rounds,
+            args.repeats,
         )
         faster = min(times["direct"], times["separable"])
         auto = convolvers["auto"].plan
@@ -67,9 +71,10 @@ def main() -> None:
         print(f"{name} done", file=sys.stderr)
     info = device_info(args.device)
     print(
-        f"`algorithm=\"auto\"` against both forms, {datetime.date.today()}, {info.name} ({info.platform}), "
+        f'`algorithm="auto"` against both forms, {datetime.date.today()}, {info.name} ({info.platform}), '
         f"{out_width}x{out_height} output, float32, NumPy in and out, wall ms per call, median of "
-        f"{args.rounds} interleaved rounds of {args.repeats} calls{', taps compiled in' if args.specialise else ''}.\n"
+        f"{args.rounds} interleaved rounds of {args.repeats} calls"
+        f"{', taps compiled in' if args.specialise else ''}.\n"
     )
     print("| filter | direct ms | separable ms | auto ms | auto chose | auto / faster form | reason |")
     print("|---|---|---|---|---|---|---|")

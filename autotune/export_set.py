@@ -17,7 +17,7 @@ from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.export import Exported, choose, kernel_files, t4_results
 from autotune.families import KernelFamily
-from autotune.families.conv2d.header import (
+from autotune.families.c_header import (
     DEFAULT_ENTRY,
     HeaderKernel,
     c_header,
@@ -143,14 +143,16 @@ def _header(family: KernelFamily, parts: list[DeviceExport], request: ExportRequ
             if not request.asked_header and not holds_in_header(e.variant):
                 continue
             kernels.append(HeaderKernel(position, e.variant, e.time_ms))
-            width = e.variant.render_key["filter_width"]
-            if holds_in_header(e.variant) and width not in defaults and family.space.fallback is not None:
+            kind = tuple(e.variant.render_key[field] for field in family.header_layout.key_fields)
+            if holds_in_header(e.variant) and kind not in defaults and family.space.fallback is not None:
                 generic = family.render(dict(family.space.fallback.config), e.problem)
-                defaults[width] = HeaderKernel(DEFAULT_ENTRY, generic, None)
+                defaults[kind] = HeaderKernel(DEFAULT_ENTRY, generic, None)
     if not kernels:
         return None
     devices = [part.device.fingerprint for part in parts]
-    return c_header(devices, kernels + list(defaults.values()), request.prefix, request.guard)
+    return c_header(
+        devices, kernels + list(defaults.values()), request.prefix, request.guard, family.header_layout
+    )
 
 
 def _t4(store: Store, family: KernelFamily, part: DeviceExport) -> str:

@@ -16,8 +16,8 @@ import scipy.ndimage as ndi
 
 import autotune
 from autotune.errors import UsageError
+from autotune.families.c_header import holds_in_header
 from autotune.families.conv2d import CONV2D, Conv2DProblem
-from autotune.families.conv2d.header import holds_in_header
 from autotune.families.image import CV2_BORDERS
 from tests.conftest import cli_json, run_cli
 from tests.test_pixels import NO_DB, random_config

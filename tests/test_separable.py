@@ -7,6 +7,9 @@ compared with scipy.signal.correlate2d on the full filter, not with our own refe
 
 import dataclasses
 import json
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
@@ -19,7 +22,7 @@ from autotune.errors import UsageError
 from autotune.families import get_family
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.render import generate, literal_taps
-from tests.conftest import FAST, cli_json, run_cli
+from tests.conftest import FAST, ROOT, cli_json, run_cli
 from tests.opencl_runner import _opencl
 
 SPACE = SEPARABLE.space
@@ -353,3 +356,72 @@ def test_knobs_added_later_leave_earlier_kernels_as_they_were():
     assert not any(f'"{name}"' in source for name in later)
     assert source == generate({**config, "tiles_down": 1, "row_window": 0}, 5, 1, SPACE).source
     assert '"tiles_down": 2' in generate({**config, "tiles_down": 2}, 5, 1, SPACE).source
+
+
+@pytest.mark.skipif(
+    not (Path("/usr/include/CL/cl.h").exists() and shutil.which("gcc")),
+    reason="needs gcc, opencl-headers and ocl-icd-opencl-dev (.ci/run installs them)",
+)
+def test_the_c_host_runs_separable_kernels_from_the_header(tmp_path):
+    """Export tuned separable kernels with the C header; the example host built against
+    it takes 2r lines of taps and runs the kernel of that width and rank."""
+    db = f"sqlite:///{tmp_path / 'separable.db'}"
+    tune = ("-d", "0", "-f", "3,5", "--rank", "1,2", "-s", "40x24", "--trials", "4", "--db", db)
+    assert run_cli("search", "--family", "separable", *tune).returncode == 0
+    kernels = tmp_path / "kernels"
+    exported = run_cli(
+        "export",
+        "-d",
+        "0",
+        "--family",
+        "separable",
+        "--format",
+        "cl,json,header",
+        "--out",
+        str(kernels),
+        "--db",
+        db,
+    )
+    assert exported.returncode == 0, exported.stderr
+    header = (kernels / "autotune_kernels.h").read_text()
+    assert "#define AUTOTUNE_SEPARABLE 1" in header and "int filter_width, int rank)" in header
+    binary = tmp_path / "convolve_host"
+    source = str(ROOT / "examples/c_host/convolve_host.c")
+    build = [
+        "gcc",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-std=c11",
+        f"-I{kernels}",
+        "-o",
+        str(binary),
+        source,
+    ]
+    subprocess.run([*build, "-lOpenCL", "-lm"], check=True)
+    rng = np.random.default_rng(8)
+    for width, rank, (h, w) in ((3, 1, (61, 45)), (3, 2, (3, 70)), (5, 2, (20, 33))):
+        row_taps, column_taps = (rng.uniform(-1, 1, (rank, width)).astype(np.float32) for _ in range(2))
+        lines = [" ".join(f"{v:.9g}" for v in taps) for taps in (*row_taps, *column_taps)]
+        (tmp_path / "taps.txt").write_text("\n".join(lines) + "\n")
+        image = rng.uniform(0, 255, (h, w)).astype(np.float32)
+        image.tofile(tmp_path / "image.raw")
+        command = [str(binary), "-d", "0", f"{w}x{h}:{tmp_path / 'image.raw'}", str(tmp_path / "taps.txt")]
+        result = subprocess.run(
+            [*command, str(tmp_path / "out.raw")], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert "kernel tuned on it" in result.stderr
+        out_w, out_h = w - width + 1, h - width + 1
+        assert result.stdout.strip() == f"{out_w}x{out_h}"
+        out = np.fromfile(tmp_path / "out.raw", dtype=np.float32).reshape(out_h, out_w)
+        full = np.einsum("kr,kc->rc", column_taps.astype(np.float64), row_taps.astype(np.float64))
+        expected = signal.correlate2d(image.astype(np.float64), full, mode="valid")
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=2e-3)
+    (tmp_path / "taps.txt").write_text("1 2 1 0\n1 2 1 0\n")  # F = 4 was not exported
+    missing = subprocess.run([*command, str(tmp_path / "o.raw")], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no exported kernel for this filter width and rank" in missing.stderr
+    (tmp_path / "taps.txt").write_text("1 2 1\n")  # one line: no column taps
+    odd = subprocess.run([*command, str(tmp_path / "o.raw")], capture_output=True, text=True, timeout=60)
+    assert odd.returncode == 1 and "2r lines" in odd.stderr

@@ -193,7 +193,7 @@ def export(
     from autotune import export_set
     from autotune.devices import device_info
     from autotune.families import get_family
-    from autotune.families.conv2d.header import check_c_name
+    from autotune.families.c_header import check_c_name
     from autotune.families.conv2d.inputs import load_filter, parse_filter_sizes, parse_image_size
 
     if sum((device_index is not None, device_pattern is not None, all_devices)) > 1:
@@ -208,10 +208,10 @@ def export(
     if include_guard is not None:
         check_c_name(include_guard, "--include-guard")
     family = get_family(family_name)
-    if not asked_header and not family.writes_c_header:
+    if not asked_header and family.header_layout is None:
         formats = [f for f in formats if f != "header"]
-    if "header" in formats and not family.writes_c_header:
-        raise UsageError("--format header is written for the conv2d family only; use cl,json")
+    if "header" in formats and family.header_layout is None:
+        raise UsageError(f"--format header is not written for the {family.name} family; use cl,json")
     widths = parse_filter_sizes(widths_text) if widths_text else None
     ranks = parse_ranks(ranks_text)
     if ranks and widths is None:

@@ -155,7 +155,9 @@ class KernelFamily(ABC):
 
     name: ClassVar[str]
     algorithm: ClassVar[str]  # what `plan(...).algorithm` calls kernels of this family
-    writes_c_header: ClassVar[bool] = False  # `export --format header` (the C host header)
+    # `export --format header` (the C host's header): how entries are keyed, what kernels
+    # take (autotune/families/c_header.py); None: this family writes no header.
+    header_layout: ClassVar[Any] = None
     space_file: ClassVar[str]  # under search_spaces/
     template: ClassVar[str]  # under templates/
     problem_type: ClassVar[type[Problem]]

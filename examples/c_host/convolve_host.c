@@ -3,7 +3,10 @@
  *   convolve_host [-d DEVICE] IMAGE FILTER OUTPUT
  *
  * IMAGE: a binary PGM (P5, 8 or 16 bit) or raw float32 given as WIDTHxHEIGHT:path.raw
- * FILTER: a text file of F*F numbers (row-major, whitespace separated)
+ * FILTER: a text file of F*F numbers (row-major, whitespace separated); with a header of
+ *   separable kernels (AUTOTUNE_SEPARABLE), 2r lines of F numbers: the r row-tap lines of
+ *   the filter's terms, then their r column-tap lines (the filter is their sum of outer
+ *   products, column x row)
  * OUTPUT: raw float32, (W-F+1) x (H-F+1), row-major; the size is printed.
  * DEVICE: index over all platforms' devices in the loader's order (default 0).
  *
@@ -74,6 +77,7 @@ static float *read_raw(const char *spec, int *width, int *height) {
     return pixels;
 }
 
+#ifndef AUTOTUNE_SEPARABLE
 static float *read_filter(const char *path, int *filter_width) {
     FILE *f = fopen(path, "r");
     if (!f) die("cannot open the filter");
@@ -91,19 +95,60 @@ static float *read_filter(const char *path, int *filter_width) {
     return values;
 }
 
+#else
+/* 2r lines of F numbers (blank lines skipped): r lines of row taps, then r of column
+ * taps; returned as one array, row taps first (the kernel's two tap arguments). */
+static float *read_taps(const char *path, int *filter_width, int *rank) {
+    FILE *f = fopen(path, "r");
+    if (!f) die("cannot open the taps");
+    size_t count = 0, capacity = 64;
+    float *values = malloc(capacity * sizeof(float));
+    int lines = 0, width = 0;
+    static char line[1 << 16];
+    while (fgets(line, sizeof line, f)) {
+        int in_line = 0;
+        char *cursor = line, *end;
+        for (float v = strtof(cursor, &end); end != cursor; v = strtof(cursor, &end)) {
+            if (count == capacity) values = realloc(values, (capacity *= 2) * sizeof(float));
+            values[count++] = v;
+            ++in_line;
+            cursor = end;
+        }
+        if (in_line == 0) continue;
+        if (width && in_line != width) die("every line of taps must hold the same F numbers");
+        width = in_line;
+        ++lines;
+    }
+    fclose(f);
+    if (lines == 0 || lines % 2) die("the taps must be 2r lines: r lines of row taps, then r of column taps");
+    *filter_width = width;
+    *rank = lines / 2;
+    return values;
+}
+#endif
+
 int main(int argc, char **argv) {
     int device_index = 0, arg = 1;
     if (argc > 2 && strcmp(argv[1], "-d") == 0) {
         device_index = atoi(argv[2]);
         arg = 3;
     }
+#ifdef AUTOTUNE_SEPARABLE
+    if (argc - arg != 3) die("usage: convolve_host [-d DEVICE] IMAGE TAPS OUTPUT");
+#else
     if (argc - arg != 3) die("usage: convolve_host [-d DEVICE] IMAGE FILTER OUTPUT");
+#endif
     const char *image_path = argv[arg], *filter_path = argv[arg + 1], *output_path = argv[arg + 2];
 
     int in_width, in_height, filter_width;
     float *image = strchr(image_path, ':') ? read_raw(image_path, &in_width, &in_height)
                                            : read_pgm(image_path, &in_width, &in_height);
+#ifdef AUTOTUNE_SEPARABLE
+    int rank;
+    float *filter = read_taps(filter_path, &filter_width, &rank); /* row taps, then column taps */
+#else
     float *filter = read_filter(filter_path, &filter_width);
+#endif
     if (in_width < filter_width || in_height < filter_width) die("the image is smaller than the filter");
     int out_width = in_width - filter_width + 1, out_height = in_height - filter_width + 1;
 
@@ -137,8 +182,13 @@ int main(int argc, char **argv) {
     check(clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof device_name, device_name, NULL), "clGetDeviceInfo");
     trim(platform_name);
     trim(device_name);
+#ifdef AUTOTUNE_SEPARABLE
+    const autotune_kernel *k = autotune_find_kernel_for(platform_name, device_name, filter_width, rank);
+    if (!k) die("no exported kernel for this filter width and rank");
+#else
     const autotune_kernel *k = autotune_find_kernel_for(platform_name, device_name, filter_width);
     if (!k) die("no exported kernel for this filter width");
+#endif
     fprintf(stderr, "convolve_host: %s (%s): %s\n", device_name, platform_name,
             k->device < 0 ? "no kernel tuned on it, using the default entry" : "kernel tuned on it");
 
@@ -160,21 +210,39 @@ int main(int argc, char **argv) {
     check(status, "clCreateKernel");
 
     size_t in_bytes = sizeof(float) * (size_t)in_width * in_height;
+#ifdef AUTOTUNE_SEPARABLE
+    size_t filter_bytes = sizeof(float) * (size_t)filter_width * rank; /* one of the two tap arrays */
+#else
     size_t filter_bytes = sizeof(float) * (size_t)filter_width * filter_width;
+#endif
     size_t out_bytes = sizeof(float) * (size_t)out_width * out_height;
     cl_mem input_buf = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, in_bytes, image, &status);
     check(status, "clCreateBuffer(input)");
     cl_mem filter_buf = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, filter_bytes, filter,
                                        &status);
     check(status, "clCreateBuffer(filter)");
+#ifdef AUTOTUNE_SEPARABLE
+    cl_mem column_buf = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, filter_bytes,
+                                       filter + (size_t)filter_width * rank, &status);
+    check(status, "clCreateBuffer(column taps)");
+#endif
     cl_mem output_buf = clCreateBuffer(context, CL_MEM_WRITE_ONLY, out_bytes, NULL, &status);
     check(status, "clCreateBuffer(output)");
 
+#ifdef AUTOTUNE_SEPARABLE
+    /* input, row_taps, column_taps, output, in_width, in_height, out_width, out_height */
+    cl_mem buffers[4] = {input_buf, filter_buf, column_buf, output_buf};
+    cl_int args[4] = {in_width, in_height, out_width, out_height};
+#else
+    /* input, filter, output, in_width, out_width, out_height, filter_width */
+    cl_mem buffers[3] = {input_buf, filter_buf, output_buf};
     cl_int args[4] = {in_width, out_width, out_height, filter_width};
-    check(clSetKernelArg(kernel, 0, sizeof(cl_mem), &input_buf), "clSetKernelArg");
-    check(clSetKernelArg(kernel, 1, sizeof(cl_mem), &filter_buf), "clSetKernelArg");
-    check(clSetKernelArg(kernel, 2, sizeof(cl_mem), &output_buf), "clSetKernelArg");
-    for (int i = 0; i < 4; ++i) check(clSetKernelArg(kernel, 3 + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
+#endif
+    const int buffer_count = (int)(sizeof buffers / sizeof buffers[0]);
+    for (int i = 0; i < buffer_count; ++i)
+        check(clSetKernelArg(kernel, i, sizeof(cl_mem), &buffers[i]), "clSetKernelArg");
+    for (int i = 0; i < 4; ++i)
+        check(clSetKernelArg(kernel, buffer_count + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
 
     size_t global_size[2];
     autotune_global_size(k, (size_t)out_width, (size_t)out_height, global_size);
@@ -191,6 +259,9 @@ int main(int argc, char **argv) {
 
     clReleaseMemObject(input_buf);
     clReleaseMemObject(filter_buf);
+#ifdef AUTOTUNE_SEPARABLE
+    clReleaseMemObject(column_buf);
+#endif
     clReleaseMemObject(output_buf);
     clReleaseKernel(kernel);
     clReleaseProgram(program);

@@ -16,6 +16,7 @@ import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.c_header import CONVOLUTION_HEADER, HeaderLayout
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
@@ -47,7 +48,7 @@ SAME_ABI = ("const float border_value",)
 
 class Conv2D(KernelFamily):
     name: ClassVar[str] = "conv2d"
-    writes_c_header: ClassVar[bool] = True
+    header_layout: ClassVar[HeaderLayout] = CONVOLUTION_HEADER
     algorithm: ClassVar[str] = "direct"
     space_file: ClassVar[str] = SPACE_FILE
     template: ClassVar[str] = TEMPLATE_FILE

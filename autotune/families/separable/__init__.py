@@ -16,6 +16,7 @@ import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.c_header import HeaderLayout
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
 from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
@@ -38,10 +39,22 @@ ABI = (
     "const int out_height",
 )
 
+SEPARABLE_HEADER = HeaderLayout(
+    kernels="tuned OpenCL separable convolution kernels (rank-r filters as r row/column terms)",
+    key_fields=("filter_width", "rank"),
+    arguments=(
+        " * Arguments: input, row_taps, column_taps (rank x F floats each, row-major; kernels",
+        " * built for one filter ignore them), output, in_width, in_height, out_width, out_height",
+        " * ('valid' correlation with sum_k outer(column_taps[k], row_taps[k]), float32, row-major). */",
+    ),
+    defines=("SEPARABLE 1  /* entries are keyed by (filter_width, rank) */",),
+)
+
 
 class Separable(KernelFamily):
     name: ClassVar[str] = "separable"
     algorithm: ClassVar[str] = "separable"
+    header_layout: ClassVar[HeaderLayout] = SEPARABLE_HEADER
     space_file: ClassVar[str] = SPACE_FILE
     template: ClassVar[str] = TEMPLATE_FILE
     problem_type: ClassVar[type[Problem]] = SeparableProblem

@@ -2,10 +2,12 @@
 """Is `algorithm="auto"` ever slower than the faster of the two forms it chooses from?
 For each named filter: a `Convolver` with `algorithm="direct"`, `"separable"` and
 `"auto"` on one NumPy image ('valid' output of --image-size), wall ms per call in
-interleaved rounds, which form `auto` chose and its reason, in one run.
+interleaved rounds, which form `auto` chose and its reason, in one run. With
+`--device-arrays` the calls take and fill pyopencl arrays (100 calls queued, then one
+wait, per call): what the choice is worth where the host's copies do not hide it.
 
     python bench/auto_choice.py --device 0 --filter gaussian:9,gaussian:17,gaussian:33 \
-        --image-size 2048x2048 --db URL [--specialise] [--rounds 5] [--repeats 5]
+        --image-size 2048x2048 --db URL [--specialise] [--device-arrays] [--rounds 5] [--repeats 5]
 
 Both forms must have been tuned in the database for that device, width and rank
 (`autotune search` and `autotune search --family separable`); a form never measured
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +33,22 @@ from autotune.families.conv2d.inputs import parse_image_size  # noqa: E402
 from autotune.filters import named_filter  # noqa: E402
 
 FORMS = ("direct", "separable", "auto")
+CHAIN = 100  # device-array calls queued per timed sample
+
+
+def chained(convolver: autotune.Convolver, image: np.ndarray) -> Callable[[], None]:
+    """CHAIN calls on device arrays without waiting, then one wait."""
+    import pyopencl.array as cl_array
+
+    on_device = cl_array.to_device(convolver.queue, image)
+    out = convolver(on_device)
+
+    def call() -> None:
+        for _ in range(CHAIN):
+            convolver(on_device, out=out, wait=False)
+        convolver.queue.finish()
+
+    return call
 
 
 def main() -> None:
@@ -41,6 +60,7 @@ def main() -> None:
     parser.add_argument("--image-size", default="2048x2048", help="output size WxH")
     parser.add_argument("--db", required=True)
     parser.add_argument("--specialise", action="store_true", help="kernels with the taps compiled in")
+    parser.add_argument("--device-arrays", action="store_true", help="time calls on pyopencl arrays")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
@@ -60,11 +80,12 @@ def main() -> None:
         results = {form: convolver(image) for form, convolver in convolvers.items()}
         for form in FORMS[1:]:
             np.testing.assert_allclose(results[form], results["direct"], rtol=0, atol=1e-4)
-        times = interleaved_medians(
-            {form: (lambda c=c, image=image: c(image)) for form, c in convolvers.items()},
-            args.rounds,
-            args.repeats,
-        )
+        calls = {form: (lambda c=c, image=image: c(image)) for form, c in convolvers.items()}
+        if args.device_arrays:
+            calls = {form: chained(c, image) for form, c in convolvers.items()}
+        times = interleaved_medians(calls, args.rounds, args.repeats)
+        if args.device_arrays:
+            times = {form: ms / CHAIN for form, ms in times.items()}
         faster = min(times["direct"], times["separable"])
         auto = convolvers["auto"].plan
         rows.append((name, times, auto.algorithm, auto.reason, times["auto"] / faster))
@@ -72,7 +93,9 @@ def main() -> None:
     info = device_info(args.device)
     print(
         f'`algorithm="auto"` against both forms, {datetime.date.today()}, {info.name} ({info.platform}), '
-        f"{out_width}x{out_height} output, float32, NumPy in and out, wall ms per call, median of "
+        f"{out_width}x{out_height} output, float32, "
+        f"{'pyopencl arrays (100 calls queued, one wait)' if args.device_arrays else 'NumPy in and out'}, "
+        "wall ms per call, median of "
         f"{args.rounds} interleaved rounds of {args.repeats} calls"
         f"{', taps compiled in' if args.specialise else ''}.\n"
     )

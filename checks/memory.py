@@ -184,6 +184,14 @@ def _separable_cases() -> list[Case]:
             key = {"filter_width": 4, "rank": 2, "out_width": 11, "out_height": 6, "dtype": dtype}
             key |= {"out_dtype": dtype, "border": border} | ({"anchor": 3} if border != "none" else {})
             out.append(("separable", config, key))
+    # The streaming form: strips inside the image (whole vector reads) and at its edges
+    # (a line copied through the border), every border, several pixel types.
+    for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
+        config = space.complete({"stream_rows": 16, "x_vector": 4, "work_x": 8, "local_x": 2, "local_y": 2})
+        dtype = pixel_types[(number + 2) % len(pixel_types)]
+        key = {"filter_width": 3, "rank": 2, "out_width": 37, "out_height": 6, "dtype": dtype}
+        key |= {"out_dtype": dtype, "border": border} | ({"anchor": 2} if border != "none" else {})
+        out.append(("separable", config, key))
     return out
 
 

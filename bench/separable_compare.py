@@ -11,10 +11,13 @@ kernels (OpenCL profiling events, in the measuring worker), CuPy's
 user writes), and `torch.nn.functional.conv2d` on the full filter (cuDNN), each where
 installed; on a CPU device, OpenCV's `sepFilter2D` per term instead (host clock, as
 many threads as the device has compute units; it filters the whole input, slightly more
-outputs than the 'valid' ones).
+outputs than the 'valid' ones). `--pixels JSON` ({"dtype": "uint8", "out_dtype": "uint8",
+"border": "mirror"}) compares that kind of problem instead of float32 'valid' (cv2 with
+the same border and output type; no direct kernel beside it).
 
     python bench/separable_compare.py --device 0 [--filter-width 3,5,9,17,33] [--rank 1]
         [--db URL] [--image-size 4096x4096] [--trials 0] [--direct-configs FILE] [--rounds 3]
+        [--pixels JSON]
 """
 
 from __future__ import annotations
@@ -41,13 +44,23 @@ from autotune.outcomes import TimingPolicy
 from autotune.store import Store
 from autotune.tune import Budget, Tuner
 
+PIXEL_DEFAULTS = {"dtype": "float32", "out_dtype": "float32", "border": "none"}
 
-def separable_configs(store: Store, device: object, size: tuple[int, int]) -> dict[tuple[int, int], dict]:
-    """(F, rank) -> best separable config of this output size on this device model."""
+
+def separable_configs(
+    store: Store, device: object, size: tuple[int, int], pixels: dict[str, str]
+) -> dict[tuple[int, int], dict]:
+    """(F, rank) -> best separable config of this output size and kind of pixels on this
+    device model."""
     found = {}
+    wanted = PIXEL_DEFAULTS | pixels
     for best, stored_on, problem in store.best(family=SEPARABLE.name):
         fields = problem.fields
         if (fields["out_width"], fields["out_height"]) != tuple(size):
+            continue
+        if any(fields.get(name, default) != wanted[name] for name, default in PIXEL_DEFAULTS.items()):
+            continue
+        if fields.get("anchor", -1) != -1:
             continue
         if (stored_on.platform, stored_on.name) != (device.platform, device.name):  # type: ignore[attr-defined]
             continue
@@ -78,11 +91,15 @@ def peers(problem: SeparableProblem, device: object) -> dict[str, Callable[[], f
         try:
             import cv2
 
+            from autotune.families.image import CV2_BORDERS
+
             cv2.setNumThreads(device.compute_units)  # type: ignore[attr-defined]
+            border = {name: code for code, name in CV2_BORDERS.items()}.get(problem.border, 0)
+            depth = -1 if problem.out_dtype == problem.dtype else cv2.CV_32F
 
             def sep_filter() -> None:
                 for row, column in zip(row_taps, column_taps, strict=True):
-                    cv2.sepFilter2D(image, -1, row, column, borderType=cv2.BORDER_CONSTANT)
+                    cv2.sepFilter2D(image, depth, row, column, borderType=border)
 
             found["cv2.sepFilter2D"] = lambda: host_timer(sep_filter)
         except ImportError:
@@ -134,23 +151,32 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=0, help="tune separable problems missing from the db")
     parser.add_argument("--direct-configs", default=None, help='JSON file {"F": config}: direct kernels')
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--pixels", default="{}", help='JSON: dtype, out_dtype, border (default float32 "valid")'
+    )
     args = parser.parse_args()
+    pixels = {k: v for k, v in json.loads(args.pixels).items() if PIXEL_DEFAULTS.get(k) != v}
+    if set(pixels) - set(PIXEL_DEFAULTS):
+        parser.error(f"--pixels takes {', '.join(PIXEL_DEFAULTS)}")
+
+    def problem_of(width: int, rank: int) -> SeparableProblem:
+        return SeparableProblem(width, rank, *size, **pixels)
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
     ranks = [int(r) for r in args.rank.split(",")]
     size = image_size(args.image_size, device, widths)
     store = Store(args.db)
-    tuned = separable_configs(store, device, size)
-    missing = [SeparableProblem(w, r, *size) for w in widths for r in ranks if (w, r) not in tuned]
+    tuned = separable_configs(store, device, size, pixels)
+    missing = [problem_of(w, r) for w in widths for r in ranks if (w, r) not in tuned]
     if missing and args.trials > 0:
         tuner = Tuner(store, args.device, device, SEPARABLE, missing, budget=Budget(trials=args.trials))
         for result in tuner.run():
             if result.best_config is not None:
                 key = result.problem.key()
                 tuned[(key["filter_width"], key["rank"])] = result.best_config
-    direct = {w: c for w, (c, _) in tuned_configs(store, device, size).items()}
-    if args.direct_configs:
+    direct = {w: c for w, (c, _) in tuned_configs(store, device, size).items()} if not pixels else {}
+    if args.direct_configs and not pixels:
         direct |= {int(w): c for w, c in json.loads(Path(args.direct_configs).read_text()).items()}
     policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
     rows = []
@@ -163,7 +189,7 @@ def main() -> int:
                 if (width, rank) not in tuned:
                     print(f"F={width},rank={rank}: not tuned here; skipped", file=sys.stderr)
                     continue
-                problem = SeparableProblem(width, rank, *size)
+                problem = problem_of(width, rank)
                 timers = peers(problem, device)
                 times: dict[str, list[float]] = {}
                 for _ in range(args.rounds):
@@ -180,7 +206,8 @@ def main() -> int:
 
     print(
         f"Separable comparison, {datetime.date.today()}, {device.name} ({device.platform}, driver "
-        f"{device.driver_version}), {size[0]}x{size[1]} output, float32, median of {args.rounds} "
+        f"{device.driver_version}), {size[0]}x{size[1]} output, "
+        f"{json.dumps(pixels) if pixels else 'float32'}, median of {args.rounds} "
         "interleaved rounds.\n"
     )
     peer_names = sorted({n for *_, m, _ in rows for n in m if n not in ("separable", "direct")})
@@ -190,7 +217,7 @@ def main() -> int:
     print("|" + "---|" * len(header))
     for width, rank, medians, _ in rows:
         ours_ms = medians["separable"]
-        gbs = SeparableProblem(width, rank, *size).gbs(ours_ms)
+        gbs = problem_of(width, rank).gbs(ours_ms)
         cells = [str(width), str(rank), f"{ours_ms:.4f}", f"{gbs:.0f}" if gbs else "-"]
         cells.append(f"{medians['direct']:.4f}" if "direct" in medians else "-")
         cells += [f"{medians[n]:.4f}" if n in medians else "-" for n in peer_names]

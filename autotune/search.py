@@ -38,6 +38,9 @@ SAMPLERS = ("gp", "tpe-local", "tpe", "random", "cmaes", "grid")
 DEFAULT_SAMPLER = "gp"
 STARTUP_TRIALS = 10  # TPE's random start (tpe, tpe-local)
 MAX_ASKS = 10_000
+# Random draws a repair makes when stepping one knob at a time found nothing (about
+# 0.5 s of rule checks for the separable space).
+REPAIR_DRAWS = 20_000
 
 
 optuna.logging.set_verbosity(logging.ERROR)
@@ -71,6 +74,23 @@ def next_bases(changed: list, rng: random.Random, violations: Callable[[Any], in
     if violations is None:
         return rng.sample(changed, min(len(changed), 20))
     return sorted(changed, key=violations)[:20]
+
+
+def nearest_by_draws(
+    point: tuple[int, ...], sizes: list[int], usable: Callable[[tuple[int, ...]], bool], rng: random.Random
+) -> tuple[int, ...] | None:
+    """The usable point, among `REPAIR_DRAWS` random ones, that differs from `point` in
+    the fewest knobs. The last resort of a repair: where the rules tie knobs together
+    (the streaming form and `x_vector`, say) the points breaking the fewest rules can
+    form a plateau that one-knob steps do not leave, while a random draw lands on a valid
+    point often enough (1 in 400 for the separable space on a GPU)."""
+    best: tuple[int, tuple[int, ...]] | None = None
+    for _ in range(REPAIR_DRAWS):
+        candidate = tuple(rng.randrange(n) for n in sizes)
+        distance = sum(a != b for a, b in zip(candidate, point, strict=True))
+        if (best is None or distance < best[0]) and usable(candidate):
+            best = (distance, candidate)
+    return None if best is None else best[1]
 
 
 class Search:
@@ -238,7 +258,8 @@ class Search:
         return next((c for c in candidates if self._usable(c)), None)
 
     def _repair(self, point: tuple[int, ...]) -> tuple[int, ...] | None:
-        """Change one knob, then two, ... until the point is valid and unvisited."""
+        """Change one knob, then two, ... until the point is valid and unvisited; else
+        the nearest such point among random draws."""
         current = [point]
         for _ in range(len(self.sizes)):
             changed = [neighbour for base in current for neighbour in self._neighbours(base)]
@@ -247,4 +268,4 @@ class Search:
                 if self._usable(candidate):
                     return candidate
             current = next_bases(changed, self.random, self._point_violations)
-        return None
+        return nearest_by_draws(point, self.sizes, self._usable, self.random)

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import sqlite3
@@ -977,3 +978,34 @@ def test_a_point_several_knobs_from_any_valid_one_is_repaired(sampler):
         repaired = search._repair(search._point(search.encode(space.complete(far))))
         assert repaired is not None, f"seed {seed}"
         assert space.violations(search.decode(search._params(repaired)), problem, GPU_LIMITS) == []
+
+
+def test_a_gpu_separable_search_with_compiles_ahead_runs_its_whole_budget():
+    """On a GPU 1 point in 400 of the separable space is valid, and the points breaking
+    the fewest rules form plateaus (the streaming form needs `x_vector`, which the device
+    rules out): with 16 points in flight and a start point drawn 100 times, repairs gave
+    up and a real H200 search ended F = 9 after 5 trials. Each width must get its 70."""
+    from autotune.families.separable import SEPARABLE
+
+    space = SEPARABLE.space
+    for width in (9, 33):
+        problem = {"filter_width": width, "rank": 1}
+        search = Search(
+            space,
+            "gp",
+            width,
+            valid=lambda c, p=problem: not space.violations(c, p, GPU_LIMITS),
+            violations=lambda c, p=problem: len(space.violations(c, p, GPU_LIMITS)),
+        )
+        times = random.Random(width)
+        pending: list = []
+        told = 0
+        while told < 70:
+            while len(pending) < 16 and told + len(pending) < 70:
+                asked = search.ask()
+                assert asked is not None, f"F={width}: the search ended after {told} trials"
+                pending.append(asked)
+            trial, config = pending.pop(0)
+            assert space.violations(config, problem, GPU_LIMITS) == []
+            search.tell(trial, times.uniform(0.05, 0.2))
+            told += 1

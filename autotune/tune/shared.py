@@ -26,7 +26,7 @@ import optuna
 from autotune.errors import UsageError
 from autotune.outcomes import Status
 from autotune.samplers import GPSampler
-from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS, next_bases
+from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS, nearest_by_draws, next_bases
 from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
@@ -151,7 +151,8 @@ class SharedSearch:
         return None
 
     def _repair(self, config: Config, held: set[str]) -> Config | None:
-        """The nearest valid point no trial holds: one knob changed, then two, ..."""
+        """The nearest valid point no trial holds: one knob changed, then two, ...; else
+        the nearest among random draws."""
         names = list(self.space.knobs)
         current = [config]
         for _ in range(len(names)):
@@ -167,7 +168,18 @@ class SharedSearch:
                 if config_key(candidate) not in held and self.valid(candidate):
                     return candidate
             current = next_bases(changed, self.random, self.violations)
-        return None
+        knobs = list(self.space.knobs.values())
+
+        def as_config(point: tuple[int, ...]) -> Config:
+            return {name: knob.values[i] for name, knob, i in zip(names, knobs, point, strict=True)}
+
+        def usable(point: tuple[int, ...]) -> bool:
+            candidate = as_config(point)
+            return config_key(candidate) not in held and self.valid(candidate)
+
+        start = tuple(knob.values.index(config[name]) for name, knob in zip(names, knobs, strict=True))
+        found = nearest_by_draws(start, [len(k.values) for k in knobs], usable, self.random)
+        return None if found is None else as_config(found)
 
     @_database_errors
     def tell(self, trial: optuna.trial.Trial, value: float | None, record: Any = None) -> None:

@@ -1009,3 +1009,29 @@ def test_a_gpu_separable_search_with_compiles_ahead_runs_its_whole_budget():
             assert space.violations(config, problem, GPU_LIMITS) == []
             search.tell(trial, times.uniform(0.05, 0.2))
             told += 1
+
+
+def test_a_shared_search_repairs_the_streaming_form_on_a_gpu():
+    """The shared search's repair ends as the single one's does: a CPU-only point of the
+    separable space (the streaming form) is mended into a valid GPU point."""
+    import optuna
+
+    from autotune.families.separable import SEPARABLE
+    from autotune.tune.shared import SharedSearch
+
+    space = SEPARABLE.space
+    problem = {"filter_width": 9, "rank": 1}
+    cpu_only = space.complete({"stream_rows": 256, "x_vector": 16, "work_x": 64, "local_x": 1, "local_y": 1})
+    for seed in range(10):
+        search = SharedSearch(
+            None,  # type: ignore[arg-type] - a repair reads no table
+            optuna.create_study(),
+            space,
+            lambda c: not space.violations(c, problem, GPU_LIMITS),
+            budget=None,
+            seed=seed,
+            violations=lambda c: len(space.violations(c, problem, GPU_LIMITS)),
+        )
+        repaired = search._repair(cpu_only, held=set())
+        assert repaired is not None, f"seed {seed}"
+        assert space.violations(repaired, problem, GPU_LIMITS) == []

@@ -7,6 +7,9 @@ Usage:
         [--pixels '{"dtype": "uint8", "out_dtype": "uint8"}' --pixels '{}' ...]
     python bench/time_configs.py --family separable --rank 1,2 --filter-width 17,33 --config ...
 
+`--native-vector-width 8` lets a GPU (which reports 1) time `x_vector` configs, which the
+device rule otherwise keeps off it.
+
 Each --pixels names one problem kind (its fields beside the width and size); several are
 timed side by side, kind after kind for every config, in one run.
 """
@@ -40,6 +43,12 @@ def main() -> int:
         help='problem fields, e.g. {"border": "mirror"} (repeatable)',
     )
     parser.add_argument("--presets", action="store_true", help="time the seed presets too")
+    parser.add_argument(
+        "--native-vector-width",
+        type=int,
+        default=None,
+        help="take the device's native float vector as this wide (probes configs its rules keep out)",
+    )
     args = parser.parse_args()
 
     family = get_family(args.family)
@@ -53,6 +62,10 @@ def main() -> int:
         for config in data if isinstance(data, list) else [data]:
             configs.append((json.dumps(config, separators=(",", ":")), config))
     with Evaluator(args.device, family) as evaluator:
+        if args.native_vector_width is not None:
+            evaluator.device = dataclasses.replace(
+                evaluator.device, native_vector_width=args.native_vector_width
+            )
         if args.presets:
             configs = [(name, p.config) for name, p in family.space.presets.items()] + configs
         print(f"{device.name}, {size[0]}x{size[1]} output")

@@ -349,7 +349,14 @@ class GPSampler(optuna.samplers.BaseSampler):
         costs one evaluation per new best point."""
         assert self.best is not None
         centre = self.best[1]
+        if self.options.stall_centre == "explored" and self._stalled():
+            since = list(self.visited.items())[self._progress_at :]
+            explored = sorted((v, p) for p, v in since if v is not None and _distance(p, centre) > 1)
+            if explored:
+                centre = explored[0][1]
         near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]
+        if self.options.local_radius > 1 and (not near or self._stalled()):
+            return near + self._wider_neighbours(centre)
         if not self.options.switches_first:
             return near
         switch_moves = set()
@@ -363,6 +370,32 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
         return first or near
+
+    def _wider_neighbours(self, centre: Point) -> list[Point]:
+        """Usable points 2 .. `local_radius` knobs from `centre`: those of the nearest
+        distance that has any. Where rules tie knobs together (CLBlast's GEMM: a work-group
+        size and the tile it divides) a point's one-knob neighbours are soon spent or
+        invalid, and the next better point is two knobs away."""
+        ring = [centre]
+        for radius in range(2, self.options.local_radius + 1):
+            if math.prod(self.sizes) <= ENUMERATE_LIMIT:
+                self._candidates()  # fills the table of valid points
+                assert self._valid_points is not None
+                pool: Sequence[Point] = [p for p in self._valid_points if _distance(p, centre) == radius]
+            else:
+                # `ring`: every point within radius - 1 knobs
+                ring = list(dict.fromkeys(q for p in ring for q in one_knob_neighbours(p, self.sizes)))
+                pool = [
+                    q
+                    for p in ring
+                    for q in one_knob_neighbours(p, self.sizes)
+                    if _distance(q, centre) == radius
+                ]
+                pool = list(dict.fromkeys(pool))
+            near = [p for p in pool if self._usable(p)]
+            if near:
+                return near
+        return []
 
     def _features(self, points: list[Point]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,
@@ -391,6 +424,10 @@ def _move(centre: Point, neighbour: Point) -> tuple[int, int]:
     """(knob, new value index) of a point that differs from `centre` in one knob."""
     knob = next(i for i, (a, b) in enumerate(zip(centre, neighbour, strict=True)) if a != b)
     return knob, neighbour[knob]
+
+
+def _distance(a: Point, b: Point) -> int:
+    return sum(x != y for x, y in zip(a, b, strict=True))
 
 
 def _power_of_two(value: Any) -> bool:

@@ -15,7 +15,7 @@ import pytest
 
 from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D, Conv2DProblem
-from autotune.samplers import GPSampler
+from autotune.samplers import GPSampler, one_knob_neighbours
 from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
 from tests.conftest import ROOT, cli_json, run_cli
@@ -522,6 +522,56 @@ def test_a_stalled_search_explores_with_its_global_steps():
         search.add_history({"x": 13}, 0.5)
         assert not gp_of(search)._stalled()
         assert gp_of(search)._gp_proposal() != proposal or step == "random"
+
+
+def test_a_stalled_search_takes_its_local_steps_around_a_second_basin():
+    """Stalled, the local step moves one knob from the best point measured since the
+    stall began (more than one knob from the best), not from the best itself: a
+    trap's own neighbours are spent, the other basin's are not."""
+    space = SearchSpace.from_dict(
+        {"knobs": {"x": {"values": list(range(10))}, "y": {"values": list(range(10))}}}
+    )
+    history = [((2, 2), 1.0), ((8, 8), 1.5), ((7, 1), 1.2), ((2, 3), 1.1), ((5, 5), 1.4)]
+    centres = {}
+    for centre in ("best", "explored"):
+        options = SearchOptions(stall_after=3, stall_centre=centre, switches_first=False)
+        search = Search(space, "gp", seed=3, options=options)
+        for (x, y), seconds in history:
+            search.add_history({"x": x, "y": y}, seconds)
+        gp = gp_of(search)
+        assert gp._stalled()
+        near = gp._local_candidates()
+        assert near and all(gp._usable(p) for p in near)
+        centres[centre] = set(near)
+    assert centres["best"] == set(one_knob_neighbours((2, 2), [10, 10])) - {(2, 3)}
+    # (7, 1) is the best since the stall began that is more than one knob from (2, 2)
+    assert centres["explored"] == set(one_knob_neighbours((7, 1), [10, 10]))
+
+
+@pytest.mark.parametrize("knobs, values", [(3, 4), (6, 7)])  # every point scored; a sample (7**6 > 50 000)
+def test_the_local_step_widens_to_two_knobs_once_one_knob_moves_are_spent(knobs, values):
+    """With `local_radius=2`, once every one-knob neighbour of the best point is
+    measured the local step offers the unmeasured points two knobs away (all of them);
+    with the default it offers nothing and the global step takes over."""
+    names = "abcdef"[:knobs]
+    space = SearchSpace.from_dict({"knobs": {n: {"values": list(range(values))} for n in names}})
+    centre = (0,) * knobs
+    ring = one_knob_neighbours(centre, [values] * knobs)
+    offered = {}
+    for radius in (1, 2):
+        search = Search(space, "gp", seed=4, options=SearchOptions(local_radius=radius))
+        search.add_history(dict.fromkeys(names, 0), 1.0)
+        for point in ring:
+            search.add_history(dict(zip(names, point, strict=True)), 2.0)
+        offered[radius] = gp_of(search)._local_candidates()
+    assert offered[1] == []
+    two_away = {
+        q
+        for p in ring
+        for q in one_knob_neighbours(p, [values] * knobs)
+        if sum(q) and q.count(0) == knobs - 2
+    }
+    assert len(offered[2]) == len(set(offered[2])) == len(two_away) and set(offered[2]) == two_away
 
 
 def test_genetic_steps_combine_the_knobs_of_two_good_points():

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""How many traps does a measured landscape hold for a local search? For each landscape,
+the points no valid neighbour beats: neighbours one knob away (radius 1), then, among
+those, the ones no point two knobs away beats (radius 2). Failed points count as
+infinitely slow; points outside the landscape break its rules and are not neighbours.
+
+A search whose local step moves one knob at a time can end on any radius-1 trap; a
+radius-2 trap needs a jump of three knobs or more, which only a global step makes. So
+the counts say which change can help where: widening the local step helps a landscape
+whose radius-1 traps are not radius-2 traps, and nothing local helps one with slow
+radius-2 traps.
+
+    python bench/landscape_local_optima.py [--landscapes ../shared/landscapes/*.json.gz] [--show 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from autotune.replay import load  # noqa: E402
+from autotune.samplers import one_knob_neighbours  # noqa: E402
+
+Point = tuple[int, ...]
+
+
+def traps(times: dict[Point, float], sizes: list[int]) -> tuple[list[Point], list[Point]]:
+    """(radius-1 traps, radius-2 traps) of a landscape given as value indices -> time."""
+
+    def beaten(point: Point, candidates: set[Point]) -> bool:
+        return any(times.get(other, math.inf) < times[point] for other in candidates)
+
+    radius_1 = [p for p in times if not beaten(p, set(one_knob_neighbours(p, sizes)))]
+    radius_2 = []
+    for point in radius_1:
+        ring = {far for near in one_knob_neighbours(point, sizes) for far in one_knob_neighbours(near, sizes)}
+        if not beaten(point, ring):
+            radius_2.append(point)
+    return radius_1, radius_2
+
+
+def ratios(times: dict[Point, float], points: list[Point], optimum: float, count: int) -> str:
+    """The `count` fastest of `points`, as time / optimum."""
+    return ", ".join(f"{t / optimum:.3f}" for t in sorted(times[p] for p in points)[:count])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = str(Path(__file__).resolve().parents[2] / "shared" / "landscapes" / "*.json.gz")
+    parser.add_argument("--landscapes", nargs="+", default=[default])
+    parser.add_argument("--show", type=int, default=8, help="how many traps to list, fastest first")
+    args = parser.parse_args()
+    paths = sorted({p for pattern in args.landscapes for p in glob.glob(pattern)})
+    if not paths:
+        print(f"no landscape matches {' '.join(args.landscapes)}", file=sys.stderr)
+        return 2
+    print("| landscape | valid points | radius-1 traps | best / optimum | radius-2 traps | best / optimum |")
+    print("|---|---|---|---|---|---|")
+    for path in paths:
+        landscape = load(path)
+        knobs = list(landscape.space.knobs.values())
+        times = {
+            tuple(knob.values.index(v) for knob, v in zip(knobs, key, strict=True)): math.inf
+            if t is None
+            else t
+            for key, t in landscape.values.items()
+        }
+        radius_1, radius_2 = traps(times, [len(k.values) for k in knobs])
+        shown = [ratios(times, points, landscape.optimum, args.show) for points in (radius_1, radius_2)]
+        name = Path(path).name.removesuffix(".json.gz")
+        print(
+            f"| {name} | {len(times)} | {len(radius_1)} | {shown[0]} | {len(radius_2)} | {shown[1]} |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,13 +4,19 @@ the points no valid neighbour beats: neighbours one knob away (radius 1), then, 
 those, the ones no point two knobs away beats (radius 2). Failed points count as
 infinitely slow; points outside the landscape break its rules and are not neighbours.
 
+With `--repaired`, also the traps of repaired moves: a move sets one knob to another
+value and changes as few other knobs as the landscape's rules need (every valid point
+with that value at the least distance), the step a search makes where rules tie knobs
+together. It takes about a minute per landscape.
+
 A search whose local step moves one knob at a time can end on any radius-1 trap; a
 radius-2 trap needs a jump of three knobs or more, which only a global step makes. So
 the counts say which change can help where: widening the local step helps a landscape
 whose radius-1 traps are not radius-2 traps, and nothing local helps one with slow
 radius-2 traps.
 
-    python bench/landscape_local_optima.py [--landscapes ../shared/landscapes/*.json.gz] [--show 8]
+    python bench/landscape_local_optima.py [--show 8] [--repaired]
+    python bench/landscape_local_optima.py --landscapes their/*.json.gz   (default: ../shared/landscapes)
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import glob
 import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune.replay import load  # noqa: E402
@@ -43,6 +51,30 @@ def traps(times: dict[Point, float], sizes: list[int]) -> tuple[list[Point], lis
     return radius_1, radius_2
 
 
+def repaired_traps(times: dict[Point, float]) -> list[Point]:
+    """Points that no repaired move (module docstring) improves on."""
+    points = list(times)
+    table = np.array(points)
+    seconds = np.array([times[p] for p in points])
+    found = []
+    for index, centre in enumerate(table):
+        better = False
+        for knob in range(table.shape[1]):
+            for value in np.unique(table[:, knob]):
+                if value == centre[knob]:
+                    continue
+                rows = np.nonzero(table[:, knob] == value)[0]
+                distance = (table[rows] != centre).sum(1)
+                if (seconds[rows[distance == distance.min()]] < seconds[index]).any():
+                    better = True
+                    break
+            if better:
+                break
+        if not better:
+            found.append(points[index])
+    return found
+
+
 def ratios(times: dict[Point, float], points: list[Point], optimum: float, count: int) -> str:
     """The `count` fastest of `points`, as time / optimum."""
     return ", ".join(f"{t / optimum:.3f}" for t in sorted(times[p] for p in points)[:count])
@@ -52,14 +84,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default = str(Path(__file__).resolve().parents[2] / "shared" / "landscapes" / "*.json.gz")
     parser.add_argument("--landscapes", nargs="+", default=[default])
+    parser.add_argument("--repaired", action="store_true", help="also count the traps of repaired moves")
     parser.add_argument("--show", type=int, default=8, help="how many traps to list, fastest first")
     args = parser.parse_args()
     paths = sorted({p for pattern in args.landscapes for p in glob.glob(pattern)})
     if not paths:
         print(f"no landscape matches {' '.join(args.landscapes)}", file=sys.stderr)
         return 2
-    print("| landscape | valid points | radius-1 traps | best / optimum | radius-2 traps | best / optimum |")
-    print("|---|---|---|---|---|---|")
+    heads = ["radius-1 traps", "best / optimum", "radius-2 traps", "best / optimum"]
+    heads += ["repaired-move traps", "best / optimum"] if args.repaired else []
+    print("| landscape | valid points | " + " | ".join(heads) + " |")
+    print("|---|---|" + "---|" * len(heads))
     for path in paths:
         landscape = load(path)
         knobs = list(landscape.space.knobs.values())
@@ -69,13 +104,12 @@ def main() -> int:
             else t
             for key, t in landscape.values.items()
         }
-        radius_1, radius_2 = traps(times, [len(k.values) for k in knobs])
-        shown = [ratios(times, points, landscape.optimum, args.show) for points in (radius_1, radius_2)]
+        kinds = list(traps(times, [len(k.values) for k in knobs]))
+        if args.repaired:
+            kinds.append(repaired_traps(times))
+        cells = [f"{len(points)} | {ratios(times, points, landscape.optimum, args.show)}" for points in kinds]
         name = Path(path).name.removesuffix(".json.gz")
-        print(
-            f"| {name} | {len(times)} | {len(radius_1)} | {shown[0]} | {len(radius_2)} | {shown[1]} |",
-            flush=True,
-        )
+        print(f"| {name} | {len(times)} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
 

@@ -319,11 +319,15 @@ class GPSampler(optuna.samplers.BaseSampler):
         assert self.best is not None
         near = self._local_candidates() if len(self.visited) % 2 else []
         step = self.options.global_step
+        far = False
         if not near and self._stalled():
             if self.options.stall_step == "random":
                 return self._random_start_point()
-            step = "ei"
+            far = self.options.stall_step == "far"
+            step = "mean" if far else "ei"
         candidates = near or self._candidates()
+        if far:  # the fastest-predicted point three knobs or more from the best
+            candidates = [p for p in candidates if _distance(p, self.best[1]) >= 3] or candidates
         if not candidates:
             return None
         measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[: self.options.model_points]

@@ -32,7 +32,8 @@ class SearchOptions:
     enumerations: str = "ordinal"
     # Stalls: after `stall_after` evaluations (0: never) in which the best time did not
     # improve by `stall_gain` (relative), the global steps explore until it does:
-    # "ei" (expected improvement over the whole space) or "random" (a random start point).
+    # "ei" (expected improvement over the whole space), "random" (a random start point) or
+    # "far" (the lowest predicted time among points three knobs or more from the best).
     # 12 and "ei" were chosen on held-out landscapes (BENCHMARKS.md).
     stall_after: int = 12
     stall_gain: float = 0.01
@@ -48,8 +49,8 @@ class SearchOptions:
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
             raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
-        if self.stall_step not in ("ei", "random"):
-            raise UsageError(f"stall_step must be ei or random, not {self.stall_step!r}")
+        if self.stall_step not in ("ei", "random", "far"):
+            raise UsageError(f"stall_step must be ei, random or far, not {self.stall_step!r}")
         if self.stall_centre not in ("best", "explored"):
             raise UsageError(f"stall_centre must be best or explored, not {self.stall_centre!r}")
         if self.enumerations not in ("ordinal", "categorical"):

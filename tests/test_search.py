@@ -574,6 +574,35 @@ def test_the_local_step_widens_to_two_knobs_once_one_knob_moves_are_spent(knobs,
     assert len(offered[2]) == len(set(offered[2])) == len(two_away) and set(offered[2]) == two_away
 
 
+def test_a_stalled_search_can_jump_three_knobs_away():
+    """`stall_step=far`: a stalled global step takes the fastest-predicted point three
+    knobs or more from the best (out of traps that one- and two-knob moves cannot leave),
+    where the plain global step takes one next to it."""
+    names = "abcd"
+    space = SearchSpace.from_dict({"knobs": {n: {"values": [0, 1, 2, 3]} for n in names}})
+    history = [
+        (1, 0, 0, 0),
+        (0, 1, 0, 0),
+        (0, 0, 1, 0),
+        (1, 1, 0, 0),
+        (2, 2, 2, 2),
+        (3, 3, 0, 1),
+        (0, 0, 0, 1),
+    ]
+    knobs_away = {}
+    for options in (SearchOptions(stall_after=0), SearchOptions(stall_after=3, stall_step="far")):
+        search = Search(space, "gp", seed=2, options=options)
+        search.add_history(dict.fromkeys(names, 0), 1.0)
+        for point in history:
+            search.add_history(dict(zip(names, point, strict=True)), 2.0 + sum(point) / 10)
+        gp = gp_of(search)
+        assert len(gp.visited) % 2 == 0  # the next step is a global one
+        proposal = gp._gp_proposal()
+        assert proposal is not None and gp._usable(proposal)
+        knobs_away[options.stall_step if options.stall_after else "plain"] = sum(v != 0 for v in proposal)
+    assert knobs_away["plain"] < 3 <= knobs_away["far"]
+
+
 def test_genetic_steps_combine_the_knobs_of_two_good_points():
     """Two good points that are good for different reasons (knobs a-c, knobs d-f): a
     genetic step proposes children that take knobs from both, a jump of several knobs

@@ -45,6 +45,8 @@ import numpy as np
 import pyopencl as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_common import profiled_median_ms  # noqa: E402
+
 from autotune.devices import open_device  # noqa: E402
 
 Launch = Callable[[], cl.Event]
@@ -245,16 +247,6 @@ def kernel_source(variant: Variant, row_taps: np.ndarray, column_taps: np.ndarra
     return "#pragma OPENCL FP_CONTRACT ON\n" + "\n".join(out) + "\n"
 
 
-def median_ms(launch: Launch, repeats: int) -> float:
-    launch().wait()
-    times = []
-    for _ in range(repeats):
-        event = launch()
-        event.wait()
-        times.append((event.profile.end - event.profile.start) * 1e-6)
-    return float(np.median(times))
-
-
 def reference(image: np.ndarray, row_taps: np.ndarray, column_taps: np.ndarray) -> np.ndarray:
     """'valid' correlation with sum_k outer(column_taps[k], row_taps[k]) in float64."""
     rank, width = row_taps.shape
@@ -311,7 +303,7 @@ def main() -> None:
     copy_src = cl.Buffer(context, flags.READ_WRITE, size * size * 4)
     copy_dst = cl.Buffer(context, flags.READ_WRITE, size * size * 4)
     cl.enqueue_fill_buffer(queue, copy_src, np.float32(1), 0, size * size * 4).wait()
-    copy_ms = median_ms(lambda: cl.enqueue_copy(queue, copy_dst, copy_src), args.repeats)
+    copy_ms = profiled_median_ms(lambda: cl.enqueue_copy(queue, copy_dst, copy_src), args.repeats)
     print(f"copy of {size * size * 4 / 1e6:.1f} MB buffer to buffer: {copy_ms:.4f} ms", flush=True)
 
     results: list[dict] = []
@@ -387,7 +379,7 @@ def main() -> None:
                     print(f"  {case} {variant.label}: wrong (max error {error:.3g})", flush=True)
                     save()
                     continue
-                ms = median_ms(
+                ms = profiled_median_ms(
                     lambda kernel=kernel, g=global_size, v=variant, a=arguments: kernel(
                         queue, g, (v.lx, 1), *a
                     ),

@@ -23,6 +23,8 @@ import pyopencl as cl
 from scipy import signal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_common import profiled_median_ms  # noqa: E402
+
 from autotune.devices import open_device  # noqa: E402
 from autotune.families.separable import SEPARABLE, SeparableProblem  # noqa: E402
 
@@ -103,16 +105,6 @@ def defines(**names: int) -> str:
     return "".join(f"#define {name} {value}\n" for name, value in names.items())
 
 
-def median_ms(launch: Launch, repeats: int = 20) -> float:
-    launch().wait()
-    times = []
-    for _ in range(repeats):
-        event = launch()
-        event.wait()
-        times.append((event.profile.end - event.profile.start) * 1e-6)
-    return float(np.median(times))
-
-
 def launcher(queue: cl.CommandQueue, kernel: cl.Kernel, global_size, local_size, arguments) -> Launch:
     return lambda: kernel(queue, global_size, local_size, *arguments)
 
@@ -162,7 +154,7 @@ def main() -> None:
             kernel = cl.Program(context, source).build().rows
             arguments = (image_buffer, mid_buffer, np.int32(in_size // 4), np.int32(size), np.int32(in_size))
             launch = launcher(queue, kernel, (round_up(size // rx, lx), in_size), (lx, 1), arguments)
-            row_shapes.append((median_ms(launch), (rx, lx), launch))
+            row_shapes.append((profiled_median_ms(launch), (rx, lx), launch))
         row_ms, row_shape, row_launch = min(row_shapes, key=lambda shape: shape[0])
         row_launch().wait()
 
@@ -175,7 +167,7 @@ def main() -> None:
             arguments = (mid_buffer, out_buffer, np.int32(size // 4), np.int32(size), np.int32(in_size))
             global_size = (round_up(size // 4, lx), round_up(round_up(size, cy) // cy, ly))
             launch = launcher(queue, kernel, global_size, (lx, ly), arguments)
-            column_shapes.append((median_ms(launch), (cy, lx, ly), launch))
+            column_shapes.append((profiled_median_ms(launch), (cy, lx, ly), launch))
         column_ms, column_shape, column_launch = min(column_shapes, key=lambda shape: shape[0])
 
         pairs = []
@@ -212,7 +204,7 @@ def main() -> None:
                 out_buffer,
                 *(np.int32(n) for n in (in_size, in_size, size, size)),
             )
-            fused_ms = median_ms(
+            fused_ms = profiled_median_ms(
                 launcher(queue, kernel, variant.global_size((size, size)), variant.local_size, arguments)
             )
             fused_text, ratio_text = f"{fused_ms:.4f}", f"{fused_ms / pair_ms:.2f}"

@@ -133,15 +133,3 @@ def interleaved_medians(
                 samples.append((time.perf_counter() - start) * 1e3)
             per_round[key].append(statistics.median(samples))
     return {key: statistics.median(times) for key, times in per_round.items()}
-
-
-def profiled_median_ms(launch: Callable[[], Any], repeats: int = 20) -> float:
-    """Median of `repeats` launches by the device's own profiling clock, after one warm-up:
-    `launch()` enqueues once and returns its event (the queue profiles)."""
-    launch().wait()
-    times = []
-    for _ in range(repeats):
-        event = launch()
-        event.wait()
-        times.append((event.profile.end - event.profile.start) * 1e-6)
-    return statistics.median(times)

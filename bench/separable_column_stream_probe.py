@@ -45,9 +45,8 @@ import numpy as np
 import pyopencl as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_common import profiled_median_ms  # noqa: E402
-
 from autotune.devices import open_device  # noqa: E402
+from autotune.report.ceilings import profiled_median_ms  # noqa: E402
 
 Launch = Callable[[], cl.Event]
 

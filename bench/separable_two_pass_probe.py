@@ -23,10 +23,9 @@ import pyopencl as cl
 from scipy import signal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_common import profiled_median_ms  # noqa: E402
-
 from autotune.devices import open_device  # noqa: E402
 from autotune.families.separable import SEPARABLE, SeparableProblem  # noqa: E402
+from autotune.report.ceilings import profiled_median_ms  # noqa: E402
 
 ROW_PASS = r"""
 __kernel __attribute__((reqd_work_group_size(LX, 1, 1)))

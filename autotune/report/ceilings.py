@@ -73,10 +73,12 @@ def local_indices() -> dict[str, int]:
         return {}
 
 
-def _median_ms(launch: Any) -> float:
+def profiled_median_ms(launch: Any, repeats: int = REPEATS) -> float:
+    """Median of `repeats` launches by the device's profiling clock, after a warm-up:
+    `launch()` enqueues once on a profiling queue and returns the event."""
     launch().wait()  # warm-up
     runs = []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         event = launch()
         event.wait()
         runs.append((event.profile.end - event.profile.start) * 1e-6)
@@ -99,7 +101,7 @@ def measure(device_index: int) -> Ceilings:
     src = cl.Buffer(context, cl.mem_flags.READ_ONLY, COPY_FLOATS * 4)
     dst = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, COPY_FLOATS * 4)
     cl.enqueue_fill_buffer(queue, src, np.float32(1), 0, COPY_FLOATS * 4)
-    copy_ms = _median_ms(lambda: copy(queue, (COPY_FLOATS // 4,), None, src, dst))
+    copy_ms = profiled_median_ms(lambda: copy(queue, (COPY_FLOATS // 4,), None, src, dst))
     # The same multiply-adds either way: on CPUs few long work-items, else PoCL's cost per
     # work-item, not the FMA units, sets the figure.
     per_core = 16 if info.is_cpu else 4096
@@ -107,7 +109,9 @@ def measure(device_index: int) -> Ceilings:
     steps = np.int32(FMA_ITERATIONS * 4096 // per_core)
     out = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, items * 4 * lanes)
     fma_ms = min(
-        _median_ms(lambda local=local: fma(queue, (items,), local and (local,), out, np.float32(1), steps))
+        profiled_median_ms(
+            lambda local=local: fma(queue, (items,), local and (local,), out, np.float32(1), steps)
+        )
         for local in FMA_LOCAL_SIZES
         if local is None or local <= min(device.max_work_group_size, items)
     )

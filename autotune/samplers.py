@@ -60,6 +60,24 @@ def knob_values(distribution: BaseDistribution) -> list[Any] | None:
     return None
 
 
+def knobs_away(centre: Point, sizes: Sequence[int], count: int) -> list[Point]:
+    """Every point that differs from `centre` in exactly `count` knobs."""
+    points = []
+    for knobs in itertools.combinations(range(len(sizes)), count):
+        others = [[v for v in range(sizes[k]) if v != centre[k]] for k in knobs]
+        for values in itertools.product(*others):
+            point = list(centre)
+            for knob, value in zip(knobs, values, strict=True):
+                point[knob] = value
+            points.append(tuple(point))
+    return points
+
+
+def knobs_apart(a: Point, b: Point) -> int:
+    """How many knobs two points differ in."""
+    return sum(x != y for x, y in zip(a, b, strict=True))
+
+
 def one_knob_neighbours(centre: Point, sizes: Sequence[int]) -> list[Point]:
     """Every point that differs from `centre` in exactly one knob."""
     return [
@@ -327,7 +345,7 @@ class GPSampler(optuna.samplers.BaseSampler):
             step = "mean" if far else "ei"
         candidates = near or self._candidates()
         if far:  # the fastest-predicted point three knobs or more from the best
-            candidates = [p for p in candidates if _distance(p, self.best[1]) >= 3] or candidates
+            candidates = [p for p in candidates if knobs_apart(p, self.best[1]) >= 3] or candidates
         if not candidates:
             return None
         measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
@@ -355,7 +373,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         centre = self.best[1]
         if self.options.stall_centre == "explored" and self._stalled():
             since = list(self.visited.items())[self._progress_at :]
-            explored = sorted((v, p) for p, v in since if v is not None and _distance(p, centre) > 1)
+            explored = sorted((v, p) for p, v in since if v is not None and knobs_apart(p, centre) > 1)
             if explored:
                 centre = explored[0][1]
         near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]
@@ -380,23 +398,8 @@ class GPSampler(optuna.samplers.BaseSampler):
         distance that has any. Where rules tie knobs together (CLBlast's GEMM: a work-group
         size and the tile it divides) a point's one-knob neighbours are soon spent or
         invalid, and the next better point is two knobs away."""
-        ring = [centre]
         for radius in range(2, self.options.local_radius + 1):
-            if math.prod(self.sizes) <= ENUMERATE_LIMIT:
-                self._candidates()  # fills the table of valid points
-                assert self._valid_points is not None
-                pool: Sequence[Point] = [p for p in self._valid_points if _distance(p, centre) == radius]
-            else:
-                # `ring`: every point within radius - 1 knobs
-                ring = list(dict.fromkeys(q for p in ring for q in one_knob_neighbours(p, self.sizes)))
-                pool = [
-                    q
-                    for p in ring
-                    for q in one_knob_neighbours(p, self.sizes)
-                    if _distance(q, centre) == radius
-                ]
-                pool = list(dict.fromkeys(pool))
-            near = [p for p in pool if self._usable(p)]
+            near = [p for p in knobs_away(centre, self.sizes, radius) if self._usable(p)]
             if near:
                 return near
         return []
@@ -428,10 +431,6 @@ def _move(centre: Point, neighbour: Point) -> tuple[int, int]:
     """(knob, new value index) of a point that differs from `centre` in one knob."""
     knob = next(i for i, (a, b) in enumerate(zip(centre, neighbour, strict=True)) if a != b)
     return knob, neighbour[knob]
-
-
-def _distance(a: Point, b: Point) -> int:
-    return sum(x != y for x, y in zip(a, b, strict=True))
 
 
 def _power_of_two(value: Any) -> bool:

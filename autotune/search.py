@@ -30,7 +30,7 @@ from typing import Any
 import optuna
 
 from autotune.errors import UsageError
-from autotune.samplers import GPSampler, one_knob_neighbours
+from autotune.samplers import GPSampler, knobs_apart, one_knob_neighbours
 from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 
@@ -87,7 +87,7 @@ def nearest_by_draws(
     best: tuple[int, tuple[int, ...]] | None = None
     for _ in range(REPAIR_DRAWS):
         candidate = tuple(rng.randrange(n) for n in sizes)
-        distance = sum(a != b for a, b in zip(candidate, point, strict=True))
+        distance = knobs_apart(candidate, point)
         if (best is None or distance < best[0]) and usable(candidate):
             best = (distance, candidate)
     return None if best is None else best[1]

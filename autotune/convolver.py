@@ -27,7 +27,7 @@ from autotune.call_arguments import (
     prepared_filter,
 )
 from autotune.chunks import ChunkedCalls, plan_chunks
-from autotune.host_memory import aligned_empty, fetch, usable_in_place, wrap
+from autotune.host_memory import aligned_empty, fetch, parallel_copy, usable_in_place, wrap
 from autotune.lookup import Choice
 from autotune.plans import prepared
 
@@ -46,7 +46,8 @@ class Convolver:
     the result is written into an aligned array made for the call (or into `out=`, if
     aligned and not overlapping the image). Other arrays are copied once into aligned
     staging arrays. `zero_copy=False` stages every call, as on a GPU; `.zero_copy` says
-    which way calls run, `.host_copies` counts the arrays copied on the host so far.
+    which way calls run, `.host_copies` counts the arrays copied on the host so far. Large
+    host copies are split over several threads (`autotune.host_memory.parallel_copy`).
 
     `chunks=N` (N > 1) splits a staged NumPy call (a GPU's, or with `zero_copy=False`)
     into N bands of rows whose uploads, kernels and downloads overlap
@@ -245,11 +246,11 @@ class Convolver:
                 self._chunked(host, out)
             elif self._alignment is None:
                 staged_image, staged_result, device_image, device_result = self._staged()
-                np.copyto(staged_image, host, casting="unsafe")
+                parallel_copy(staged_image, host)
                 cl.enqueue_copy(self.queue, device_image, staged_image, is_blocking=False)
                 self._launch(device_image, device_result)
                 cl.enqueue_copy(self.queue, staged_result, device_result, is_blocking=True)
-                np.copyto(out, as_result(staged_result, result_dtype))
+                parallel_copy(out, as_result(staged_result, result_dtype))
                 self.host_copies += 2
             else:
                 self._in_place(host, out)
@@ -263,7 +264,7 @@ class Convolver:
             source = wrap(self.context, host, writes=False)
         else:
             staged_image, _, source, _ = self._staged()
-            np.copyto(staged_image, host, casting="unsafe")
+            parallel_copy(staged_image, host)
             self.host_copies += 1
         # An `out` that overlaps the image (in place) would be read while written: staged.
         direct = usable_in_place(out, self._alignment, self.output_dtype, writes=True)
@@ -275,7 +276,7 @@ class Convolver:
         self._launch(source, target)
         fetch(self.queue, target, result)
         if not direct:
-            np.copyto(out, as_result(result, self._pixels.result))
+            parallel_copy(out, as_result(result, self._pixels.result))
             self.host_copies += 1
 
     def _on_device(self, image: Any, out: Any, wait: bool) -> Any:

@@ -21,9 +21,11 @@ frames, border, anchor, flip, `algorithm` and `specialise`. Semantics:
   the same request at once both look it up; the program is compiled once.
 - Device buffers: `convolve()` on a device that does not share host memory (a GPU)
   copies the image into device buffers lent from a pool kept across calls (`lent_buffers`)
-  instead of making buffers from the arrays: on the H200 a 64 MB round trip took 79 ms
-  through new buffers and 35 ms through kept ones (`bench/host_transfers.py`). The pool
-  holds at most `BUFFER_POOL_BYTES`, least recently used first out.
+  instead of making buffers from the arrays, and through page-locked staging kept with
+  them, copied into and out of on the host by several threads: on the H200 a 64 MB round
+  trip took 63 ms through new buffers, 34 ms through kept ones, and 8.5 ms through kept
+  ones with staging copied by 8 threads (`bench/host_transfers.py`). The pool holds at
+  most `BUFFER_POOL_BYTES` of device and page-locked memory, least recently used first out.
 - Tied to the context it was made in: a plan whose context is no longer the one the
   process holds for its device is dropped, never used. `clear_plans()` lets go of
   every plan, compiled program, context and kept database connection, so nothing of
@@ -46,7 +48,7 @@ import autotune.runtime as runtime
 from autotune.call_arguments import Pixels
 from autotune.devices import DeviceInfo
 from autotune.families import KernelFamily, KernelVariant, get_family
-from autotune.host_memory import host_alignment
+from autotune.host_memory import host_alignment, page_locked
 from autotune.lookup import Choice
 
 PLAN_CACHE_SIZE = 64
@@ -79,8 +81,8 @@ _lock = threading.Lock()
 _plans: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Plan]] = OrderedDict()
 _counts = {"hits": 0, "misses": 0}
 _pool_lock = threading.Lock()
-# (id of the context, role, bytes) -> (context, buffer)
-_pool: OrderedDict[tuple[int, str, int], tuple[Any, Any]] = OrderedDict()
+# (id of the context, role, bytes, staged) -> (context, lent buffer)
+_pool: OrderedDict[tuple[int, str, int, bool], tuple[Any, Lent]] = OrderedDict()
 
 
 def prepared(
@@ -144,39 +146,61 @@ def _build(
     return Plan(info, context, queue, choice, family, variant, kernel, taps, alignment)
 
 
+class Lent(NamedTuple):
+    """A device buffer lent to one call, with its page-locked staging bytes where the
+    call moves NumPy arrays to a GPU (None elsewhere)."""
+
+    buffer: Any
+    staging: np.ndarray | None
+
+
 @contextlib.contextmanager
-def lent_buffers(context: Any, input_bytes: int, output_bytes: int) -> Iterator[tuple[Any, Any]]:
+def lent_buffers(
+    context: Any, input_bytes: int, output_bytes: int, queue: Any = None
+) -> Iterator[tuple[Lent | None, Lent | None]]:
     """An input and an output device buffer of these sizes (None for a size of 0) for one
     call, from the pool where one is kept, else new; given back to the pool afterwards.
-    Two calls never hold the same buffer: a call takes it out of the pool while it runs."""
+    With `queue`, each comes with page-locked staging of its size (`page_locked`) for
+    `staged_upload` / `staged_download`. Two calls never hold the same buffer: a call
+    takes it out of the pool while it runs."""
     import pyopencl as cl
 
-    def take(role: str, size: int) -> Any:
+    staged = queue is not None
+
+    def take(role: str, size: int) -> Lent | None:
         if not size:
             return None
         with _pool_lock:
-            owner, buffer = _pool.pop((id(context), role, size), (None, None))
+            owner, lent = _pool.pop((id(context), role, size, staged), (None, None))
         # The pool holds each buffer's context, so an id is never another context's.
-        return buffer if owner is context else cl.Buffer(context, cl.mem_flags.READ_WRITE, size=size)
+        if owner is context:
+            return lent
+        buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, size=size)
+        return Lent(buffer, page_locked(context, queue, size)[1] if staged else None)
 
-    keys = [(id(context), "input", input_bytes), (id(context), "output", output_bytes)]
-    buffers = [take(role, size) for _, role, size in keys]
+    keys = [(id(context), "input", input_bytes, staged), (id(context), "output", output_bytes, staged)]
+    lent = [take(role, size) for _, role, size, _ in keys]
     try:
-        yield buffers[0], buffers[1]
+        yield lent[0], lent[1]
     finally:
         with _pool_lock:
-            for key, buffer in zip(keys, buffers, strict=True):
-                if buffer is not None:
-                    _pool.setdefault(key, (context, buffer))
+            for key, kept in zip(keys, lent, strict=True):
+                if kept is not None:
+                    _pool.setdefault(key, (context, kept))
                     _pool.move_to_end(key)
-            while sum(key[2] for key in _pool) > BUFFER_POOL_BYTES:
+            while _pool_bytes() > BUFFER_POOL_BYTES:
                 _pool.popitem(last=False)
+
+
+def _pool_bytes() -> int:
+    """Device and page-locked host bytes the pool holds (call with `_pool_lock` held)."""
+    return sum(size * (2 if staged else 1) for _, _, size, staged in _pool)
 
 
 def pooled_buffers() -> list[tuple[str, int]]:
     """The (role, bytes) of each device buffer kept for `convolve()`, least recently used first."""
     with _pool_lock:
-        return [(role, size) for _, role, size in _pool]
+        return [(role, size) for _, role, size, _ in _pool]
 
 
 def clear_plans() -> None:

@@ -46,7 +46,7 @@ from autotune.families.image import pad_for_border
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.problem import MAX_RANK
 from autotune.families.separable.terms import separable_terms
-from autotune.host_memory import aligned_empty, fetch, usable_in_place, wrap
+from autotune.host_memory import aligned_empty, fetch, staged_download, staged_upload, usable_in_place, wrap
 from autotune.lookup import Choice, any_data_config, resolve
 from autotune.space import Config
 
@@ -392,16 +392,24 @@ def convolve(
         source_in_place = usable_in_place(band_input, alignment, band_input.dtype)
         target_in_place = usable_in_place(band_output, alignment, band_output.dtype, writes=True)
         sizes = (0 if source_in_place else band_input.nbytes, 0 if target_in_place else band_output.nbytes)
-        with lent_buffers(context, *sizes) as (kept_input, kept_output):
+        # A GPU's transfers go through page-locked staging, copied on the host by threads.
+        staging_queue = queue if alignment is None else None
+        with lent_buffers(context, *sizes, staging_queue) as (kept_input, kept_output):
             if source_in_place:
                 source = wrap(context, band_input, writes=False)
             else:
-                source = kept_input
-                cl.enqueue_copy(queue, source, band_input, is_blocking=False)
-            target = wrap(context, band_output, writes=True) if target_in_place else kept_output
+                assert kept_input is not None
+                source = kept_input.buffer
+                if kept_input.staging is not None:
+                    staged_upload(queue, source, band_input, kept_input.staging)
+                else:
+                    cl.enqueue_copy(queue, source, band_input, is_blocking=False)
+            target = wrap(context, band_output, writes=True) if target_in_place else kept_output.buffer
             _launch(kept, band, {**arguments, "input": source, "output": target})
             if target_in_place:
                 fetch(queue, target, band_output)
+            elif kept_output.staging is not None:
+                staged_download(queue, band_output, target, kept_output.staging)
             else:
                 cl.enqueue_copy(queue, band_output, target, is_blocking=True)
     if pixels_in.ndim == 3 + int(frames > 1) and channels == 1:  # (..., H, W, 1) in: (..., H', W', 1) out

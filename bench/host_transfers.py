@@ -24,6 +24,7 @@ import pyopencl as cl
 from bench_common import interleaved_medians
 
 from autotune.families.conv2d.inputs import parse_image_size
+from autotune.host_memory import copy_threads, parallel_copy
 from autotune.runtime import _context
 
 
@@ -33,6 +34,8 @@ def main() -> int:
     parser.add_argument("--image-size", default="4096x4096")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="host copy threads (0: copy_threads())")
+    parser.add_argument("--bands", type=int, default=4, help="bands of rows for the overlapped way")
     args = parser.parse_args()
     width, height = parse_image_size(args.image_size)
     info, context, queue = _context(args.device)
@@ -61,8 +64,9 @@ def main() -> int:
 
     pinned_in = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=nbytes)
     pinned_out = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=nbytes)
-    staged_in, _ = cl.enqueue_map_buffer(queue, pinned_in, cl.map_flags.WRITE, 0, image.shape, image.dtype)
-    staged_out, _ = cl.enqueue_map_buffer(queue, pinned_out, cl.map_flags.READ, 0, image.shape, image.dtype)
+    flags = cl.map_flags.READ | cl.map_flags.WRITE
+    staged_in, _ = cl.enqueue_map_buffer(queue, pinned_in, flags, 0, image.shape, image.dtype)
+    staged_out, _ = cl.enqueue_map_buffer(queue, pinned_out, flags, 0, image.shape, image.dtype)
 
     def pinned_staging() -> np.ndarray:
         np.copyto(staged_in, image)
@@ -71,7 +75,71 @@ def main() -> int:
         cl.enqueue_copy(queue, staged_out, kept_out, is_blocking=True)
         return staged_out.copy()
 
-    ways = {"new buffers": new_buffers, "kept buffers": kept_buffers, "pinned staging": pinned_staging}
+    threads = args.threads or copy_threads()
+
+    def pinned_dma_only() -> np.ndarray:
+        cl.enqueue_copy(queue, kept_in, staged_in, is_blocking=False)
+        cl.enqueue_copy(queue, kept_out, kept_in)
+        cl.enqueue_copy(queue, staged_out, kept_out, is_blocking=True)
+        return staged_out
+
+    def host_copies_only() -> np.ndarray:
+        np.copyto(staged_in, image)
+        return staged_in.copy()
+
+    def pinned_threaded(out: np.ndarray | None = None) -> np.ndarray:
+        parallel_copy(staged_in, image, threads)
+        cl.enqueue_copy(queue, kept_in, staged_in, is_blocking=False)
+        cl.enqueue_copy(queue, kept_out, kept_in)
+        cl.enqueue_copy(queue, staged_out, kept_out, is_blocking=True)
+        out = np.empty_like(image) if out is None else out
+        parallel_copy(out, staged_out, threads)
+        return out
+
+    kept_result = np.empty_like(image)
+    row_bytes = image.strides[0]
+    bounds = [round(k * height / args.bands) for k in range(args.bands + 1)]
+    bands = list(zip(bounds, bounds[1:], strict=False))
+
+    def pinned_threaded_bands() -> np.ndarray:
+        for first, last in bands:  # a band's upload runs while the next band is copied
+            parallel_copy(staged_in[first:last], image[first:last], threads)
+            cl.enqueue_copy(
+                queue, kept_in, staged_in[first:last], dst_offset=first * row_bytes, is_blocking=False
+            )
+            queue.flush()
+        cl.enqueue_copy(queue, kept_out, kept_in)
+        downloads = [
+            cl.enqueue_copy(
+                queue, staged_out[first:last], kept_out, src_offset=first * row_bytes, is_blocking=False
+            )
+            for first, last in bands
+        ]
+        queue.flush()
+        out = np.empty_like(image)
+        # Each band copied out while the next arrives.
+        for (first, last), download in zip(bands, downloads, strict=True):
+            download.wait()
+            parallel_copy(out[first:last], staged_out[first:last], threads)
+        return out
+
+    def host_threaded_only() -> np.ndarray:
+        parallel_copy(staged_in, image, threads)
+        out = np.empty_like(image)
+        parallel_copy(out, staged_in, threads)
+        return out
+
+    ways = {
+        "new buffers": new_buffers,
+        "kept buffers": kept_buffers,
+        "pinned staging": pinned_staging,
+        "pinned, DMA only (no host copies)": pinned_dma_only,
+        "host copies only, one thread": host_copies_only,
+        f"host copies only, {threads} threads": host_threaded_only,
+        f"pinned staging, {threads} threads": pinned_threaded,
+        f"pinned staging, {threads} threads, into a kept result": lambda: pinned_threaded(kept_result),
+        f"pinned staging, {threads} threads, {args.bands} bands": pinned_threaded_bands,
+    }
     try:
         import cupy
 

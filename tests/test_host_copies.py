@@ -1,0 +1,75 @@
+"""Host copies split over threads, and the page-locked staging `convolve()` keeps for a
+GPU's transfers: both exercised on the real PoCL device, their results equal to a plain
+`np.copyto` and to a call that stages nothing."""
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import autotune
+import autotune.host_memory as host_memory
+from autotune.host_memory import PARALLEL_COPY_BYTES, parallel_copy, staged_download, staged_upload
+from autotune.plans import BUFFER_POOL_BYTES, clear_plans, lent_buffers, pooled_buffers
+
+RNG = np.random.default_rng(41)
+LARGE = RNG.uniform(-300, 300, (1200, 1100)).astype(np.float64)  # 10 MB: over the split threshold
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize(
+    "source, dtype",
+    [
+        (LARGE, np.float32),  # converted while copied
+        (LARGE.astype(np.float32)[:, ::2], np.float32),  # a strided source
+        (RNG.integers(0, 256, (700, 1000, 3), dtype=np.uint8), np.uint8),  # channels
+        (RNG.uniform(size=(1, 2_000_000)).astype(np.float32), np.float32),  # one row: not split
+        (RNG.uniform(size=(3, 5)), np.float32),  # small: not split
+    ],
+)
+def test_parallel_copy_equals_copyto(source, dtype, threads):
+    expected = np.empty(source.shape, dtype)
+    np.copyto(expected, source, casting="unsafe")
+    got = np.full(source.shape, 7, dtype)
+    parallel_copy(got, source, threads)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_large_copies_run_on_the_pool():
+    target = np.empty(LARGE.shape, np.float32)
+    assert target.nbytes >= PARALLEL_COPY_BYTES
+    parallel_copy(target, LARGE, threads=3)
+    assert host_memory._copiers is not None and host_memory._copiers._max_workers >= 3
+    np.testing.assert_array_equal(target, LARGE.astype(np.float32))
+
+
+def test_staging_round_trip_through_lent_buffers_is_exact_and_kept():
+    clear_plans()
+    info, context, queue = autotune.runtime._context(0)
+    image = LARGE.astype(np.float32)
+    seen = []
+    for seed in range(2):  # other values each call, the same staging both times
+        image = np.random.default_rng(seed).uniform(-1, 1, image.shape).astype(np.float32)
+        back = np.empty_like(image)
+        with lent_buffers(context, image.nbytes, image.nbytes, queue) as (into, out_of):
+            assert into.staging is not None and out_of.staging is not None
+            staged_upload(queue, into.buffer, image, into.staging)
+            cl.enqueue_copy(queue, out_of.buffer, into.buffer)
+            staged_download(queue, back, out_of.buffer, out_of.staging)
+            seen.append((into.staging.ctypes.data, out_of.staging.ctypes.data))
+        np.testing.assert_array_equal(back, image)
+    assert seen[0] == seen[1]
+    assert pooled_buffers() == [("input", image.nbytes), ("output", image.nbytes)]
+    assert 4 * image.nbytes <= BUFFER_POOL_BYTES  # both buffers and both stagings counted
+    clear_plans()
+    assert pooled_buffers() == []
+
+
+def test_a_staged_convolver_call_on_a_large_image_equals_convolve(tmp_path):
+    """`zero_copy=False` stages as on a GPU, its host copies split over threads."""
+    db = f"sqlite:///{tmp_path / 'none.db'}"
+    image = LARGE.astype(np.float32)
+    taps = RNG.uniform(-1, 1, (3, 3)).astype(np.float32)
+    staged = autotune.Convolver(image.shape, taps, db=db, zero_copy=False, mode="same", border="reflect")
+    expected = autotune.convolve(image, taps, db=db, mode="same", border="reflect")
+    np.testing.assert_array_equal(staged(image), expected)
+    np.testing.assert_array_equal(staged(LARGE), expected)  # float64 in: converted on the way

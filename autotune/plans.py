@@ -25,7 +25,8 @@ frames, border, anchor, flip, `algorithm` and `specialise`. Semantics:
   them, copied into and out of on the host by several threads: on the H200 a 64 MB round
   trip took 63 ms through new buffers, 34 ms through kept ones, and 8.5 ms through kept
   ones with staging copied by 8 threads (`bench/host_transfers.py`). The pool holds at
-  most `BUFFER_POOL_BYTES` of device and page-locked memory, least recently used first out.
+  most `BUFFER_POOL_BYTES` of device and page-locked memory, least recently used first
+  out, or the last call's buffers alone where they take more.
 - Tied to the context it was made in: a plan whose context is no longer the one the
   process holds for its device is dropped, never used. `clear_plans()` lets go of
   every plan, compiled program, context and kept database connection, so nothing of
@@ -188,7 +189,10 @@ def lent_buffers(
                 if kept is not None:
                     _pool.setdefault(key, (context, kept))
                     _pool.move_to_end(key)
-            while _pool_bytes() > BUFFER_POOL_BYTES:
+            # Least recently used first out, but never this call's own: a call whose buffers
+            # alone pass the bound (8192x8192 float32 with staging: 1 GiB) keeps them for the
+            # next call, instead of page-locking and allocating them again every call.
+            while _pool_bytes() > BUFFER_POOL_BYTES and next(iter(_pool)) not in keys:
                 _pool.popitem(last=False)
 
 

@@ -73,3 +73,20 @@ def test_a_staged_convolver_call_on_a_large_image_equals_convolve(tmp_path):
     expected = autotune.convolve(image, taps, db=db, mode="same", border="reflect")
     np.testing.assert_array_equal(staged(image), expected)
     np.testing.assert_array_equal(staged(LARGE), expected)  # float64 in: converted on the way
+
+
+def test_buffers_larger_than_the_pool_bound_are_kept_for_the_next_call(monkeypatch):
+    """Only older calls' buffers make room: one call over the bound keeps its own."""
+    import autotune.plans as plans
+
+    clear_plans()
+    _, context, queue = autotune.runtime._context(0)
+    with lent_buffers(context, 1000, 0, queue):
+        pass
+    monkeypatch.setattr(plans, "BUFFER_POOL_BYTES", 3000)
+    with lent_buffers(context, 2000, 1000, queue) as (into, out_of):
+        kept = (into.buffer, out_of.buffer)
+    assert pooled_buffers() == [("input", 2000), ("output", 1000)]  # 6000 bytes with staging
+    with lent_buffers(context, 2000, 1000, queue) as (into, out_of):
+        assert (into.buffer, out_of.buffer) == kept
+    clear_plans()

@@ -101,7 +101,14 @@ class Convolver:
         kept = prepared(device_index, db, size, filt, algorithm, specialise, self._pixels)
         self.context, self.queue = kept.context, kept.queue
         self.plan: Choice = kept.choice
-        self._family, self._variant, self._kernel = kept.family, kept.variant, kept.kernel
+        self._family, self._variant = kept.family, kept.variant
+        # A kernel object of its own, so the arguments it last set stay set: a chained call
+        # on the same arrays sets none (setting them took most of a call's host time).
+        import pyopencl as cl
+
+        self._kernel = cl.Kernel(kept.kernel.program, kept.kernel.function_name)
+        self._arguments_set: tuple[Any, ...] = ()
+        self._kernel_lock = threading.Lock()
         self._taps: dict[str, Any] = dict(kept.taps)  # shared with the plan: read only
         if getattr(self.plan.problem, "same", False):
             self._taps["border_value"] = border_value
@@ -187,8 +194,12 @@ class Convolver:
             if problem is self.plan.problem
             else self._family.global_size(self._variant, problem)
         )
-        with runtime._lock:
-            self._kernel.set_args(*self._family.arguments(self._variant, problem, buffers))
+        arguments = self._family.arguments(self._variant, problem, buffers)
+        with self._kernel_lock:
+            for index, value in enumerate(arguments):
+                if index >= len(self._arguments_set) or not _same_argument(value, self._arguments_set[index]):
+                    self._kernel.set_arg(index, value)
+            self._arguments_set = arguments
             return cl.enqueue_nd_range_kernel(
                 self.queue, self._kernel, size, self._variant.local_size, wait_for=wait_for
             )
@@ -298,6 +309,20 @@ class Convolver:
     def __repr__(self) -> str:
         fields = self.plan.problem.key() | {"algorithm": self.plan.algorithm}
         return f"Convolver({fields}, level={self.plan.level!r})"
+
+
+def _same_argument(value: Any, last: Any) -> bool:
+    """Whether a kernel argument already holds `value`: the same buffer or an equal scalar
+    of the same type (anything else is set again)."""
+    import pyopencl as cl
+
+    if value is last:
+        return True
+    if type(value) is not type(last):
+        return False
+    if isinstance(value, np.generic):
+        return bool(value == last)
+    return isinstance(value, cl.MemoryObjectHolder) and value == last
 
 
 def _check_device_array(name: str, array: Any, shape: tuple[int, ...], context: Any, dtype: np.dtype) -> None:

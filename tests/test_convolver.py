@@ -57,6 +57,26 @@ def test_device_arrays_in_and_out_chain_on_the_queue(db, algorithm, filt):
     np.testing.assert_allclose(reused.get(), expected * 2, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("algorithm,filt", FILTERS[:2], ids=["direct", "rank1"])
+def test_arguments_kept_set_follow_every_calls_arrays(db, algorithm, filt):
+    """A Convolver sets only the kernel arguments that changed since its last launch: calls
+    that switch images and outputs in any order, host calls between, and a second Convolver
+    of the same kernel interleaved each get their own arrays' results."""
+    first = autotune.Convolver(IMAGE.shape, filt, algorithm=algorithm, db=db)
+    second = autotune.Convolver(IMAGE.shape, filt, algorithm=algorithm, db=db)
+    expected = first(IMAGE)
+    images = {k: cl_array.to_device(first.queue, IMAGE * k) for k in (1.0, 3.0)}
+    outs = [cl_array.empty(first.queue, expected.shape, np.float32) for _ in range(2)]
+    steps = [(first, 1.0, 0), (first, 1.0, 0), (first, 3.0, 0), (second, 1.0, 1), (first, 3.0, 1)]
+    steps += [(first, 1.0, 1), ("host", 3.0, None), (first, 1.0, 0), (second, 3.0, 0)]
+    for convolver, k, o in steps:
+        if convolver == "host":
+            np.testing.assert_allclose(first(IMAGE * k), expected * k, rtol=0, atol=1e-5)
+            continue
+        convolver(images[k], out=outs[o])
+        np.testing.assert_allclose(outs[o].get(), expected * k, rtol=0, atol=1e-5)
+
+
 def test_arrays_it_cannot_take_are_clear_errors(db):
     convolver = autotune.Convolver(IMAGE.shape, FULL_RANK, db=db)
     queue = convolver.queue

@@ -27,7 +27,7 @@ from autotune.call_arguments import (
     prepared_filter,
 )
 from autotune.chunks import ChunkedCalls, plan_chunks
-from autotune.host_memory import aligned_empty, fetch, parallel_copy, usable_in_place, wrap
+from autotune.host_memory import aligned_empty, fetch, page_locked, parallel_copy, usable_in_place, wrap
 from autotune.lookup import Choice
 from autotune.plans import prepared
 
@@ -167,13 +167,10 @@ class Convolver:
                 buffers = (wrap(self.context, image, writes=False), wrap(self.context, result, writes=True))
                 self._staging = (image, result, *buffers)
                 return self._staging  # type: ignore[return-value]
-            into = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=input_bytes)
-            back = cl.Buffer(self.context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=output_bytes)
-            flags = cl.map_flags.READ | cl.map_flags.WRITE
-            image, _ = cl.enqueue_map_buffer(self.queue, into, flags, 0, self.image_shape, self.dtype)
-            result, _ = cl.enqueue_map_buffer(
-                self.queue, back, flags, 0, self.output_shape, self.output_dtype
-            )
+            into, image_bytes = page_locked(self.context, self.queue, input_bytes)
+            back, result_bytes = page_locked(self.context, self.queue, output_bytes)
+            image = image_bytes.view(self.dtype).reshape(self.image_shape)
+            result = result_bytes.view(self.output_dtype).reshape(self.output_shape)
             device_image = device_result = None  # chunked calls have buffers of their own
             if self._chunks is None:
                 device_image = cl.Buffer(self.context, mf.READ_ONLY, size=input_bytes)

@@ -26,6 +26,16 @@ _copiers: ThreadPoolExecutor | None = None
 _copiers_lock = threading.Lock()
 
 
+def _forget_copiers() -> None:
+    """In a forked child: the pool's threads (and a lock one of them held) stayed behind."""
+    global _copiers, _copiers_lock
+    _copiers, _copiers_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_copiers)
+
+
 def host_alignment(info: Any, device: Any) -> int | None:
     """Bytes a host array's start needs to serve as this device's buffer in place; None
     for a device with memory of its own (a GPU: staged transfers instead)."""

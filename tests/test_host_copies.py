@@ -90,3 +90,22 @@ def test_buffers_larger_than_the_pool_bound_are_kept_for_the_next_call(monkeypat
     with lent_buffers(context, 2000, 1000, queue) as (into, out_of):
         assert (into.buffer, out_of.buffer) == kept
     clear_plans()
+
+
+def test_a_forked_child_copies_with_threads_of_its_own():
+    """The pool's threads do not survive a fork: a child that copies makes its own pool
+    (without it, its copies would wait forever on threads that are not there)."""
+    import multiprocessing
+
+    target = np.empty(LARGE.shape, np.float32)
+    parallel_copy(target, LARGE, threads=2)  # the parent's pool exists
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        equal = pool.apply_async(_copies_equal, ()).get(timeout=60)
+    assert equal
+
+
+def _copies_equal() -> bool:
+    target = np.empty(LARGE.shape, np.float32)
+    parallel_copy(target, LARGE, threads=2)
+    return bool(np.array_equal(target, LARGE.astype(np.float32)))

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.host_memory import parallel_copy
+
 
 @dataclasses.dataclass(frozen=True)
 class Chunk:
@@ -102,7 +104,7 @@ class ChunkedCalls:
         for chunk, source, target in zip(self.chunks, self.inputs, self.outputs, strict=True):
             last = chunk.first_in + chunk.rows_in
             if last > copied:
-                np.copyto(staged_image[copied:last], host[copied:last], casting="unsafe")
+                parallel_copy(staged_image[copied:last], host[copied:last])
                 copied = last
             upload = cl.enqueue_copy(
                 self.uploads, source, staged_image[chunk.first_in : last], is_blocking=False

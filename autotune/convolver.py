@@ -216,7 +216,8 @@ class Convolver:
             return event
 
         def finish(first: int, rows: int) -> None:
-            np.copyto(out[first : first + rows], as_result(staged_result[first : first + rows], out.dtype))
+            band = slice(first, first + rows)
+            parallel_copy(out[band], as_result(staged_result[band], out.dtype))
 
         self._chunk_calls.run(host, staged_image, staged_result, launch, finish)
         self.host_copies += 2

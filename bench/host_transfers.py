@@ -123,6 +123,20 @@ def main() -> int:
             parallel_copy(out[first:last], staged_out[first:last], threads)
         return out
 
+    def pinned_dma_bands() -> np.ndarray:
+        """The transfers alone, band by band from and to parts of the page-locked arrays."""
+        for first, last in bands:
+            cl.enqueue_copy(
+                queue, kept_in, staged_in[first:last], dst_offset=first * row_bytes, is_blocking=False
+            )
+        cl.enqueue_copy(queue, kept_out, kept_in)
+        for first, last in bands:
+            cl.enqueue_copy(
+                queue, staged_out[first:last], kept_out, src_offset=first * row_bytes, is_blocking=False
+            )
+        queue.finish()
+        return staged_out
+
     def host_threaded_only() -> np.ndarray:
         parallel_copy(staged_in, image, threads)
         out = np.empty_like(image)
@@ -134,6 +148,7 @@ def main() -> int:
         "kept buffers": kept_buffers,
         "pinned staging": pinned_staging,
         "pinned, DMA only (no host copies)": pinned_dma_only,
+        f"pinned, DMA only, in {args.bands} bands": pinned_dma_bands,
         "host copies only, one thread": host_copies_only,
         f"host copies only, {threads} threads": host_threaded_only,
         f"pinned staging, {threads} threads": pinned_threaded,

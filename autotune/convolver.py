@@ -49,6 +49,9 @@ class Convolver:
     which way calls run, `.host_copies` counts the arrays copied on the host so far. Large
     host copies are split over several threads (`autotune.host_memory.parallel_copy`).
 
+    Between calls a Convolver holds the device buffers of its last device-array call (its
+    kernel's arguments stay set, so a chained call on the same arrays sets none).
+
     `chunks=N` (N > 1) splits a staged NumPy call (a GPU's, or with `zero_copy=False`)
     into N bands of rows whose uploads, kernels and downloads overlap
     (autotune/chunks.py); results equal the unchunked call's exactly."""
@@ -193,8 +196,9 @@ class Convolver:
         )
         arguments = self._family.arguments(self._variant, problem, buffers)
         with self._kernel_lock:
+            last, self._arguments_set = self._arguments_set, ()  # unknown until every one is set
             for index, value in enumerate(arguments):
-                if index >= len(self._arguments_set) or not _same_argument(value, self._arguments_set[index]):
+                if index >= len(last) or not _same_argument(value, last[index]):
                     self._kernel.set_arg(index, value)
             self._arguments_set = arguments
             return cl.enqueue_nd_range_kernel(
@@ -284,6 +288,8 @@ class Convolver:
             _, result, _, target = self._staged()
         self._launch(source, target)
         fetch(self.queue, target, result)
+        with self._kernel_lock:  # buffers over the caller's arrays: new each call, not kept
+            self._arguments_set = ()
         if not direct:
             parallel_copy(out, as_result(result, self._pixels.result))
             self.host_copies += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -101,15 +101,20 @@ def parallel_copy(target: np.ndarray, source: np.ndarray, threads: int | None = 
     if threads <= 1 or rows < 2 or target.nbytes < PARALLEL_COPY_BYTES:
         np.copyto(target, source, casting="unsafe")
         return
+    source = np.broadcast_to(source, target.shape)  # what np.copyto accepts, cut in the same bands
     parts = min(threads, rows)
     bounds = [round(k * rows / parts) for k in range(parts + 1)]
     with _copiers_lock:
         if _copiers is None or _copiers._max_workers < parts:  # noqa: SLF001 - grow the pool when asked for more
+            if _copiers is not None:
+                _copiers.shutdown(wait=False)
             _copiers = ThreadPoolExecutor(max(parts, copy_threads()), thread_name_prefix="autotune-copy")
         pool = _copiers
     bands = [slice(first, last) for first, last in zip(bounds, bounds[1:], strict=False)]
-    for done in [pool.submit(np.copyto, target[band], source[band], casting="unsafe") for band in bands]:
-        done.result()
+    copies = [pool.submit(np.copyto, target[band], source[band], casting="unsafe") for band in bands]
+    wait(copies)  # every band done, even when one failed, before the caller reuses `target`
+    for copy in copies:
+        copy.result()
 
 
 def page_locked(context: Any, queue: Any, nbytes: int) -> tuple[Any, np.ndarray]:

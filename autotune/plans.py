@@ -26,7 +26,8 @@ frames, border, anchor, flip, `algorithm` and `specialise`. Semantics:
   trip took 63 ms through new buffers, 34 ms through kept ones, and 8.5 ms through kept
   ones with staging copied by 8 threads (`bench/host_transfers.py`). The pool holds at
   most `BUFFER_POOL_BYTES` of device and page-locked memory, least recently used first
-  out, or the last call's buffers alone where they take more.
+  out, or the last call's buffers alone where they take more (up to twice that). Where no
+  page-locked memory can be had, a call transfers from and to its arrays as they are.
 - Tied to the context it was made in: a plan whose context is no longer the one the
   process holds for its device is dropped, never used. `clear_plans()` lets go of
   every plan, compiled program, context and kept database connection, so nothing of
@@ -177,7 +178,13 @@ def lent_buffers(
         if owner is context:
             return lent
         buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, size=size)
-        return Lent(buffer, page_locked(context, queue, size)[1] if staged else None)
+        staging = None
+        if staged:
+            try:
+                staging = page_locked(context, queue, size)[1]
+            except (cl.Error, MemoryError):  # no page-locked memory to spare: pageable transfers
+                staging = None
+        return Lent(buffer, staging)
 
     keys = [(id(context), "input", input_bytes, staged), (id(context), "output", output_bytes, staged)]
     lent = [take(role, size) for _, role, size, _ in keys]
@@ -189,10 +196,12 @@ def lent_buffers(
                 if kept is not None:
                     _pool.setdefault(key, (context, kept))
                     _pool.move_to_end(key)
-            # Least recently used first out, but never this call's own: a call whose buffers
-            # alone pass the bound (8192x8192 float32 with staging: 1 GiB) keeps them for the
-            # next call, instead of page-locking and allocating them again every call.
-            while _pool_bytes() > BUFFER_POOL_BYTES and next(iter(_pool)) not in keys:
+            # Least recently used first out. A call whose buffers alone pass the bound (8192x8192
+            # float32 with staging: 1 GiB) keeps them for the next call, instead of allocating
+            # and page-locking them again every call, up to twice the bound; larger are let go.
+            own = sum(size * (2 if staged else 1) for _, _, size, staged in keys if size)
+            keep = keys if own <= 2 * BUFFER_POOL_BYTES else []
+            while _pool_bytes() > BUFFER_POOL_BYTES and next(iter(_pool)) not in keep:
                 _pool.popitem(last=False)
 
 

@@ -418,10 +418,33 @@ class GPSampler(optuna.samplers.BaseSampler):
                     columns.append([float(i in powers) for i in range(size)])
                 table.append(np.array(columns, dtype=float).T)
             self._feature_table = table
+        ratios = self._ratio_pairs()
         if not points:
-            return np.zeros((0, sum(t.shape[1] for t in self._feature_table)))
+            return np.zeros((0, sum(t.shape[1] for t in self._feature_table) + len(ratios)))
         indices = np.array(points, dtype=int)
-        return np.hstack([table[indices[:, i]] for i, table in enumerate(self._feature_table)])
+        columns = [table[indices[:, i]] for i, table in enumerate(self._feature_table)]
+        for a, b, logs_a, logs_b, low, span in ratios:
+            columns.append(((logs_a[indices[:, a]] - logs_b[indices[:, b]] - low) / span)[:, None])
+        return np.hstack(columns)
+
+    def _ratio_pairs(self) -> list[tuple[int, int, np.ndarray, np.ndarray, float, float]]:
+        """With `ratio_features`: per pair of size knobs, their log2 value tables and the
+        range of their difference (for scaling to [0, 1])."""
+        if not self.options.ratio_features:
+            return []
+        logs = {}
+        for knob, values in enumerate(self.values):
+            numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+            if knob not in self.choices and numeric and len(values) > 1 and min(values) > 0:
+                logs[knob] = np.log2(np.array(values, dtype=float))
+        pairs = []
+        for a in logs:
+            for b in logs:
+                if a < b:
+                    low = logs[a].min() - logs[b].max()
+                    span = logs[a].max() - logs[b].min() - low
+                    pairs.append((a, b, logs[a], logs[b], low, span or 1.0))
+        return pairs
 
 
 _NEVER = datetime.max  # trials without a finishing time sort last

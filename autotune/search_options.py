@@ -45,6 +45,10 @@ class SearchOptions:
     # neighbours are spent (1: one-knob neighbours only).
     stall_centre: str = "best"
     local_radius: int = 1
+    # The model also sees, for each pair of size knobs (positive numbers, more than one
+    # value), the log2 ratio of their values: where rules tie sizes together (a tile and the
+    # work-group that divides it) the time may follow the ratio more than either size.
+    ratio_features: bool = False
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):

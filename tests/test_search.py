@@ -506,6 +506,30 @@ def test_knobs_that_name_choices_can_be_categorical():
     assert gp_of(search)._features([(2, 1, 0)]).tolist() == [[0, 0, 1, 0, 1 / 3, 1, 0, 0]]
 
 
+def test_ratio_features_show_the_model_each_pair_of_sizes():
+    """With `ratio_features` the model also sees log2(a / b) of each pair of size knobs,
+    scaled to [0, 1] over the pair's values; knobs that name choices or hold a zero do not
+    take part."""
+    import numpy as np
+
+    knobs = {
+        "tile": {"values": [16, 32, 64, 128]},
+        "group": {"values": [4, 8, 16]},
+        "vector": {"values": [1, 2, 4]},
+        "s": {"values": [0, 1]},
+    }
+    space = SearchSpace.from_dict({"knobs": knobs})
+    plain = gp_of(Search(space, "gp", seed=1))._features([(3, 0, 1, 0)])
+    gp = gp_of(Search(space, "gp", seed=1, options=SearchOptions(ratio_features=True)))
+    features = gp._features([(3, 0, 1, 0), (0, 2, 0, 1)])
+    assert features.shape == (2, plain.shape[1] + 3)
+    np.testing.assert_allclose(features[0, : plain.shape[1]], plain[0])
+    # tile/group: log2 from 0 (16/16) to 5 (128/4); tile/vector: 2 to 7; group/vector: 0 to 4
+    np.testing.assert_allclose(features[0, plain.shape[1] :], [5 / 5, 4 / 5, 1 / 4])
+    np.testing.assert_allclose(features[1, plain.shape[1] :], [0 / 5, 2 / 5, 4 / 4])
+    assert ((features >= 0) & (features <= 1)).all()
+
+
 def test_a_stalled_search_explores_with_its_global_steps():
     """After `stall_after` evaluations without a 1% gain the global step is expected
     improvement (or a random point) until the best time improves again."""

@@ -41,7 +41,7 @@ import dataclasses
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -199,15 +199,15 @@ def lent_buffers(
             # Least recently used first out. A call whose buffers alone pass the bound (8192x8192
             # float32 with staging: 1 GiB) keeps them for the next call, instead of allocating
             # and page-locking them again every call, up to twice the bound; larger are let go.
-            own = sum(size * (2 if staged else 1) for _, _, size, staged in keys if size)
-            keep = keys if own <= 2 * BUFFER_POOL_BYTES else []
-            while _pool_bytes() > BUFFER_POOL_BYTES and next(iter(_pool)) not in keep:
+            keep = keys if _held_bytes(keys) <= 2 * BUFFER_POOL_BYTES else []
+            while _held_bytes(_pool) > BUFFER_POOL_BYTES and next(iter(_pool)) not in keep:
                 _pool.popitem(last=False)
 
 
-def _pool_bytes() -> int:
-    """Device and page-locked host bytes the pool holds (call with `_pool_lock` held)."""
-    return sum(size * (2 if staged else 1) for _, _, size, staged in _pool)
+def _held_bytes(keys: Iterable[tuple[int, str, int, bool]]) -> int:
+    """Device and page-locked host bytes of these pool keys (a staged buffer holds its
+    size twice)."""
+    return sum(size * (2 if staged else 1) for _, _, size, staged in keys)
 
 
 def pooled_buffers() -> list[tuple[str, int]]:

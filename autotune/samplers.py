@@ -192,6 +192,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         self._switch_plan: dict[int, list[int]] | None = None  # start points: each switch's values
         self._starts = 0
         self._feature_table: list[np.ndarray] | None = None
+        self._ratio_tables: list[tuple[int, int, np.ndarray]] = []
 
     def observe(self, study: optuna.Study, current: int | None = None) -> None:
         """Measured points (in the order they finished), points in flight, the best."""
@@ -418,32 +419,28 @@ class GPSampler(optuna.samplers.BaseSampler):
                     columns.append([float(i in powers) for i in range(size)])
                 table.append(np.array(columns, dtype=float).T)
             self._feature_table = table
-        ratios = self._ratio_pairs()
+            self._ratio_tables = self._ratio_pairs() if self.options.ratio_features else []
+        columns_per_point = sum(t.shape[1] for t in self._feature_table) + len(self._ratio_tables)
         if not points:
-            return np.zeros((0, sum(t.shape[1] for t in self._feature_table) + len(ratios)))
+            return np.zeros((0, columns_per_point))
         indices = np.array(points, dtype=int)
         columns = [table[indices[:, i]] for i, table in enumerate(self._feature_table)]
-        for a, b, logs_a, logs_b, low, span in ratios:
-            columns.append(((logs_a[indices[:, a]] - logs_b[indices[:, b]] - low) / span)[:, None])
+        columns += [table[indices[:, a], indices[:, b]][:, None] for a, b, table in self._ratio_tables]
         return np.hstack(columns)
 
-    def _ratio_pairs(self) -> list[tuple[int, int, np.ndarray, np.ndarray, float, float]]:
-        """With `ratio_features`: per pair of size knobs, their log2 value tables and the
-        range of their difference (for scaling to [0, 1])."""
-        if not self.options.ratio_features:
-            return []
+    def _ratio_pairs(self) -> list[tuple[int, int, np.ndarray]]:
+        """Per pair (a, b) of size knobs, log2(value of a / value of b) for every pair of
+        their value indices, scaled to [0, 1] over the table (`ratio_features`)."""
         logs = {}
         for knob, values in enumerate(self.values):
             numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
             if knob not in self.choices and numeric and len(values) > 1 and min(values) > 0:
                 logs[knob] = np.log2(np.array(values, dtype=float))
         pairs = []
-        for a in logs:
-            for b in logs:
-                if a < b:
-                    low = logs[a].min() - logs[b].max()
-                    span = logs[a].max() - logs[b].min() - low
-                    pairs.append((a, b, logs[a], logs[b], low, span or 1.0))
+        for a, b in itertools.combinations(sorted(logs), 2):
+            table = logs[a][:, None] - logs[b][None, :]
+            span = table.max() - table.min()
+            pairs.append((a, b, (table - table.min()) / (span or 1.0)))
         return pairs
 
 

@@ -24,7 +24,7 @@ import pyopencl as cl
 from bench_common import interleaved_medians
 
 from autotune.families.conv2d.inputs import parse_image_size
-from autotune.host_memory import copy_threads, parallel_copy
+from autotune.host_memory import copy_threads, page_locked, parallel_copy
 from autotune.runtime import _context
 
 
@@ -62,11 +62,9 @@ def main() -> int:
         cl.enqueue_copy(queue, out, kept_out, is_blocking=True)
         return out
 
-    pinned_in = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=nbytes)
-    pinned_out = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, size=nbytes)
-    flags = cl.map_flags.READ | cl.map_flags.WRITE
-    staged_in, _ = cl.enqueue_map_buffer(queue, pinned_in, flags, 0, image.shape, image.dtype)
-    staged_out, _ = cl.enqueue_map_buffer(queue, pinned_out, flags, 0, image.shape, image.dtype)
+    staged_in, staged_out = (
+        page_locked(context, queue, nbytes)[1].view(image.dtype).reshape(image.shape) for _ in range(2)
+    )
 
     def pinned_staging() -> np.ndarray:
         np.copyto(staged_in, image)

@@ -28,6 +28,7 @@ from autotune.call_arguments import (
 )
 from autotune.chunks import ChunkedCalls, plan_chunks
 from autotune.host_memory import aligned_empty, fetch, page_locked, parallel_copy, usable_in_place, wrap
+from autotune.launcher import Launcher
 from autotune.lookup import Choice
 from autotune.plans import prepared
 
@@ -105,12 +106,9 @@ class Convolver:
         self.context, self.queue = kept.context, kept.queue
         self.plan: Choice = kept.choice
         self._family, self._variant = kept.family, kept.variant
-        # A kernel object of its own, so the arguments it last set stay set: a chained call
+        # Kernel objects of its own, so the arguments they last set stay set: a chained call
         # on the same arrays sets none (setting them took most of a call's host time).
-        import pyopencl as cl
-
-        self._kernel = cl.Kernel(kept.kernel.program, kept.kernel.function_name)
-        self._arguments_set: tuple[Any, ...] = ()
+        self._launcher = Launcher(self._family, self._variant, kept.launcher.program, keep_arguments=True)
         self._kernel_lock = threading.Lock()
         self._taps: dict[str, Any] = dict(kept.taps)  # shared with the plan: read only
         if getattr(self.plan.problem, "same", False):
@@ -124,7 +122,6 @@ class Convolver:
             *((channels,) if len(image_shape) == 3 + int(batch) else ()),
         )
         self.output_dtype = self.plan.problem.output_dtype  # what the kernel writes
-        self._global_size = self._family.global_size(self._variant, self.plan.problem)
         # A CPU device reads and writes NumPy arrays in place (autotune/host_memory.py).
         self._alignment = kept.host_alignment if zero_copy else None
         self.zero_copy = self._alignment is not None
@@ -184,26 +181,12 @@ class Convolver:
     def _launch(
         self, input_buffer: Any, output_buffer: Any, wait_for: Any = None, problem: Any = None
     ) -> Any:
-        """Queue the kernel on `problem` (default: the whole image; a chunk's band)."""
-        import pyopencl as cl
-
+        """Queue the kernels on `problem` (default: the whole image; a chunk's band); the
+        last one's event."""
         buffers = {**self._taps, "input": input_buffer, "output": output_buffer}
-        problem = problem or self.plan.problem
-        size = (
-            self._global_size
-            if problem is self.plan.problem
-            else self._family.global_size(self._variant, problem)
-        )
-        arguments = self._family.arguments(self._variant, problem, buffers)
         with self._kernel_lock:
-            last, self._arguments_set = self._arguments_set, ()  # unknown until every one is set
-            for index, value in enumerate(arguments):
-                if index >= len(last) or not _same_argument(value, last[index]):
-                    self._kernel.set_arg(index, value)
-            self._arguments_set = arguments
-            return cl.enqueue_nd_range_kernel(
-                self.queue, self._kernel, size, self._variant.local_size, wait_for=wait_for
-            )
+            events = self._launcher.enqueue(self.queue, problem or self.plan.problem, buffers, wait_for)
+        return events[-1]
 
     def _chunked(self, host: np.ndarray, out: np.ndarray) -> None:
         """A staged call in chunks of rows (autotune/chunks.py)."""
@@ -289,7 +272,7 @@ class Convolver:
         self._launch(source, target)
         fetch(self.queue, target, result)
         with self._kernel_lock:  # buffers over the caller's arrays: new each call, not kept
-            self._arguments_set = ()
+            self._launcher.forget_arguments()
         if not direct:
             parallel_copy(out, as_result(result, self._pixels.result))
             self.host_copies += 1
@@ -313,20 +296,6 @@ class Convolver:
     def __repr__(self) -> str:
         fields = self.plan.problem.key() | {"algorithm": self.plan.algorithm}
         return f"Convolver({fields}, level={self.plan.level!r})"
-
-
-def _same_argument(value: Any, last: Any) -> bool:
-    """Whether a kernel argument already holds `value`: the same buffer or an equal scalar
-    of the same type (anything else is set again)."""
-    import pyopencl as cl
-
-    if value is last:
-        return True
-    if type(value) is not type(last):
-        return False
-    if isinstance(value, np.generic):
-        return bool(value == last)
-    return isinstance(value, cl.MemoryObjectHolder) and value == last
 
 
 def _check_device_array(name: str, array: Any, shape: tuple[int, ...], context: Any, dtype: np.dtype) -> None:

@@ -13,7 +13,7 @@ frames, border, anchor, flip, `algorithm` and `specialise`. Semantics:
   and so does a `Convolver` built after it. A `Convolver` already built keeps the plan
   it was built with until it is built again.
 - Bounded: the `PLAN_CACHE_SIZE` most recently used plans are kept. A plan holds its
-  compiled program, so a program dropped from `runtime._kernels` (its own bound,
+  compiled program, so a program dropped from `runtime._programs` (its own bound,
   `runtime.KERNEL_CACHE_SIZE`) lives on while a plan uses it: at most both bounds'
   worth of programs are alive.
 - Thread-safe: one lock guards the cache; plans are immutable and shared (a kernel's
@@ -51,6 +51,7 @@ from autotune.call_arguments import Pixels
 from autotune.devices import DeviceInfo
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.host_memory import host_alignment, page_locked
+from autotune.launcher import Launcher
 from autotune.lookup import Choice
 
 PLAN_CACHE_SIZE = 64
@@ -67,7 +68,7 @@ class Plan:
     choice: Choice
     family: KernelFamily
     variant: KernelVariant
-    kernel: Any
+    launcher: Launcher  # its kernels, shared by every thread's calls (under `runtime._lock`)
     taps: dict[str, Any]  # the filter's values as device buffers, by kernel argument name
     host_alignment: int | None  # bytes a host array needs to be used in place; None: not a CPU device
 
@@ -137,15 +138,15 @@ def _build(
         choice, values = runtime._plan(size, filt.shape, info, db, filt, algorithm, specialise, pixels)
         family = get_family(choice.problem.family)
         variant = runtime._variant(choice, family, values, info, db, specialise)
-        source, name, options = variant.source, variant.kernel_name, variant.build_options
-        kernel = runtime._kernel(device_index, context, source, name, options)
+        program = runtime._program(device_index, context, variant.source, variant.build_options)
+        launcher = Launcher(family, variant, program)
     mf = cl.mem_flags
     taps = {
         name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
         for name, a in family.value_arrays(values).items()
     }
     alignment = host_alignment(info, context.devices[0])
-    return Plan(info, context, queue, choice, family, variant, kernel, taps, alignment)
+    return Plan(info, context, queue, choice, family, variant, launcher, taps, alignment)
 
 
 class Lent(NamedTuple):
@@ -224,7 +225,7 @@ def clear_plans() -> None:
     with runtime._lock, _lock, _pool_lock:
         _plans.clear()
         _pool.clear()
-        runtime._kernels.clear()
+        runtime._programs.clear()
         runtime._contexts.clear()
     readers.close_all()
 

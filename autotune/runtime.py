@@ -52,9 +52,9 @@ from autotune.space import Config
 
 ALGORITHMS = ("auto", "direct", "separable")
 
-_lock = threading.RLock()  # contexts, the kernel cache, and setting a shared kernel's arguments
+_lock = threading.RLock()  # contexts, the program cache, and setting a shared kernel's arguments
 _contexts: dict[int, tuple[DeviceInfo, Any, Any]] = {}
-_kernels: OrderedDict[tuple[int, str], Any] = OrderedDict()
+_programs: OrderedDict[tuple[int, str], Any] = OrderedDict()
 KERNEL_CACHE_SIZE = 64  # compiled programs kept per process, least recently used dropped first
 
 
@@ -69,18 +69,17 @@ def _context(device_index: int) -> tuple[DeviceInfo, Any, Any]:
         return _contexts[device_index]
 
 
-def _kernel(device_index: int, context: Any, source: str, name: str, options: tuple[str, ...]) -> Any:
+def _program(device_index: int, context: Any, source: str, options: tuple[str, ...]) -> Any:
     import pyopencl as cl
 
     key = (device_index, source)
-    if key in _kernels and _kernels[key].context == context:
-        _kernels.move_to_end(key)
+    if key in _programs and _programs[key].context == context:
+        _programs.move_to_end(key)
     else:  # not built yet, or built in a context since let go of (`clear_plans`)
-        program = cl.Program(context, source).build(options=list(options))
-        _kernels[key] = cl.Kernel(program, name)
-        while len(_kernels) > KERNEL_CACHE_SIZE:
-            _kernels.popitem(last=False)
-    return _kernels[key]
+        _programs[key] = cl.Program(context, source).build(options=list(options))
+        while len(_programs) > KERNEL_CACHE_SIZE:
+            _programs.popitem(last=False)
+    return _programs[key]
 
 
 def _serving(
@@ -420,13 +419,9 @@ def convolve(
 
 
 def _launch(plan: Any, problem: Any, buffers: dict[str, Any]) -> None:
-    """Set a plan's kernel's arguments and queue it (one kernel object serves every thread)."""
-    import pyopencl as cl
-
+    """Set a plan's kernels' arguments and queue them (one launcher serves every thread)."""
     with _lock:
-        plan.kernel.set_args(*plan.family.arguments(plan.variant, problem, buffers))
-        global_size = plan.family.global_size(plan.variant, problem)
-        cl.enqueue_nd_range_kernel(plan.queue, plan.kernel, global_size, plan.variant.local_size)
+        plan.launcher.enqueue(plan.queue, problem, buffers)
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach

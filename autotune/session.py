@@ -17,7 +17,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from autotune.families import get_family, problem_from_dict
-from autotune.families.base import KernelVariant, Problem
+from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.launcher import Launcher
 from autotune.outcomes import Measurement, Status, TimingPolicy, clip
 
 # Output elements after the output that a correct kernel never touches.
@@ -61,24 +62,25 @@ class Session:
         start = time.perf_counter()
         try:
             program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
-            cl.Kernel(program, variant.kernel_name)
+            for launch in variant.launches:
+                cl.Kernel(program, launch.kernel_name)
         except (cl.Error, cl.RuntimeError) as exc:
             return {"error": clip(str(exc)), "compile_ms": (time.perf_counter() - start) * 1e3}
         compile_ms = (time.perf_counter() - start) * 1e3
         return {"binary": base64.b64encode(program.binaries[0]).decode(), "compile_ms": compile_ms}
 
-    def _build(self, variant: KernelVariant, binary: bytes | None) -> Any:
+    def _build(self, family: KernelFamily, variant: KernelVariant, binary: bytes | None) -> Launcher:
         cl = self.cl
         if binary is not None:
             try:
                 program = cl.Program(self.context, [self.device], [binary]).build(
                     options=list(variant.build_options)
                 )
-                return cl.Kernel(program, variant.kernel_name)
+                return Launcher(family, variant, program)
             except (cl.Error, cl.RuntimeError):
                 pass  # a binary the driver will not take back: compile the source instead
         program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
-        return cl.Kernel(program, variant.kernel_name)
+        return Launcher(family, variant, program)
 
     def _verify(self, result: np.ndarray, compile_ms: float | None) -> Measurement | float:
         """The first run's output against the reference: a failure, or the max error."""
@@ -122,21 +124,19 @@ class Session:
         self._prepare(problem)
         start = time.perf_counter()
         try:
-            kernel = self._build(variant, binary)
+            launcher = self._build(family, variant, binary)
         except (cl.Error, cl.RuntimeError) as exc:
             return Measurement(Status.COMPILE_ERROR, error=clip(str(exc)))
         if compile_ms is None:
             compile_ms = (time.perf_counter() - start) * 1e3
-        kernel.set_args(*family.arguments(variant, problem, self.buffers))
-        global_size = family.global_size(variant, problem)
 
-        def launch() -> Any:
-            return cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, variant.local_size)
+        def launch() -> list[Any]:
+            return launcher.enqueue(self.queue, problem, self.buffers)
 
         # First run: warm-up and verification against the reference.
         try:
             cl.enqueue_copy(self.queue, self.buffers["output"], self.blank).wait()
-            launch().wait()
+            launch()[-1].wait()
             result = np.empty_like(self.blank)
             cl.enqueue_copy(self.queue, result, self.buffers["output"]).wait()
         except (cl.Error, cl.RuntimeError) as exc:
@@ -176,14 +176,15 @@ def _blank(dtype: np.dtype, n_out: int) -> tuple[np.ndarray, Any]:
 
 
 def _time(launch: Any, policy: TimingPolicy) -> list[float]:
-    """Kernel times in ms, each from its own profiling event, launched in batches until
-    the policy has enough runs and enough total time (or hits a cap)."""
+    """Kernel times in ms, each from the profiling events of its launches (the first's
+    start to the last's end), launched in batches until the policy has enough runs and
+    enough total time (or hits a cap)."""
     times: list[float] = []
     batch = 1
     while True:
-        events = [launch() for _ in range(batch)]
-        events[-1].wait()
-        times += [(e.profile.end - e.profile.start) * 1e-6 for e in events]
+        runs = [launch() for _ in range(batch)]
+        runs[-1][-1].wait()
+        times += [(run[-1].profile.end - run[0].profile.start) * 1e-6 for run in runs]
         total_s = sum(times) * 1e-3
         if len(times) >= policy.max_runs or total_s >= policy.max_time_s:
             return times

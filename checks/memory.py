@@ -204,6 +204,7 @@ def child() -> int:
     import pyopencl as cl
 
     from autotune.families import get_family
+    from autotune.launcher import Launcher
 
     platform = cl.get_platforms()[0]
     sys.stderr.write(f"platform: {platform.name}\n")
@@ -224,19 +225,14 @@ def child() -> int:
             )
         sys.stderr.write(f"{MARKER} {number} {family_name} {key} {config}\n")
         sys.stderr.flush()
-        kernel = cl.Kernel(cl.Program(context, variant.source).build(), variant.kernel_name)
+        launcher = Launcher(family, variant, cl.Program(context, variant.source).build())
         buffers = {
             name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
             for name, array in problem.inputs().items()
         }
         output = np.zeros(problem.output_shape, dtype=problem.output_dtype)
         buffers["output"] = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
-        kernel(
-            queue,
-            family.global_size(variant, problem),
-            variant.local_size,
-            *family.arguments(variant, problem, buffers),
-        )
+        launcher.enqueue(queue, problem, buffers)
         cl.enqueue_copy(queue, output, buffers["output"])
         queue.finish()
         error = float(np.abs(output.astype(np.float64) - problem.reference()).max())

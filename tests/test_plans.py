@@ -62,13 +62,13 @@ def test_repeated_calls_use_the_plan_without_a_lookup(db, lookups):
     assert lookups, "the first call looks the kernel up"
     assert cached_choices()[-1].level == "exact"
     before, read = autotune.plan_cache_info(), len(lookups)
-    kernels = dict(runtime._kernels)
+    kernels = dict(runtime._programs)
     for _ in range(5):
         np.testing.assert_array_equal(autotune.convolve(IMAGE, FILTER, db=db), first)
     after = autotune.plan_cache_info()
     assert (after.hits - before.hits, after.misses - before.misses) == (5, 0)
     assert len(lookups) == read, "a repeated call reads no kernel from the database"
-    assert dict(runtime._kernels) == kernels, "nor compiles one"
+    assert dict(runtime._programs) == kernels, "nor compiles one"
     # Other filter values (same shape), another mode: other plans.
     autotune.convolve(IMAGE, FILTER * 2, db=db)
     autotune.convolve(IMAGE, FILTER, db=db, mode="same")

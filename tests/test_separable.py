@@ -31,7 +31,8 @@ BASE = {"local_x": 8, "local_y": 4, "work_x": 2, "work_y": 2}
 
 
 def run_separable(variant, image, row_taps, column_taps):
-    """Launch as a host would: the ABI's argument order, the manifest's global size."""
+    """Launch as a host would: the ABI's argument order, the manifest's global size; a
+    two-launch kernel as its manifest says (PASSES_ABI, a scratch buffer between them)."""
     context, queue = _opencl()
     f = row_taps.shape[1]
     in_h, in_w = image.shape
@@ -44,6 +45,29 @@ def run_separable(variant, image, row_taps, column_taps):
     output = np.full((out_h, out_w), np.nan, dtype=np.float32)
     output_buffer = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=output)
     program = cl.Program(context, variant.source).build(options=list(variant.build_options))
+    if variant.later_launches:
+        rows, columns = variant.launches
+        scratch = cl.Buffer(context, mf.READ_WRITE, size=4 * row_taps.shape[0] * in_h * out_w)
+        cl.Kernel(program, rows.kernel_name)(
+            queue,
+            rows.global_size((out_w, in_h)),
+            rows.local_size,
+            buffer(image),
+            buffer(row_taps),
+            scratch,
+            *(np.int32(n) for n in (in_w, in_h, out_w)),
+        )
+        cl.Kernel(program, columns.kernel_name)(
+            queue,
+            columns.global_size((out_w, out_h)),
+            columns.local_size,
+            scratch,
+            buffer(column_taps),
+            output_buffer,
+            *(np.int32(n) for n in (in_h, out_w, out_h)),
+        )
+        cl.enqueue_copy(queue, output, output_buffer)
+        return output
     kernel = cl.Kernel(program, variant.kernel_name)
     sizes = [np.int32(n) for n in (in_w, in_h, out_w, out_h)]
     global_size = variant.global_size((out_w, out_h))
@@ -168,6 +192,135 @@ def test_columns_that_carry_their_rows_in_registers(rank, row_columns, cache_inp
     check({**config, "work_y": 2, "tiles_down": 32}, 9, rank, (11, 70), seed=9)
     with pytest.raises(UsageError, match="carry_rows needs local_y=1"):
         generate({**config, "local_y": 2}, 5, rank, SPACE)
+
+
+TWO_PASSES = {"passes": 2, "row_columns": "contiguous", "local_x": 8, "local_y": 4, "work_x": 4, "work_y": 8}
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("out_size", [(1, 1), (3, 2), (13, 7), (5, 67), (67, 5)])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"row_columns": "strided", "work_x": 2, "work_y": 16},
+        {"work_x": 8, "work_y": 1, "local_x": 1, "local_y": 1, "tap_space": "literal"},
+        {
+            "row_columns": "strided",
+            "work_x": 1,
+            "work_y": 4,
+            "local_x": 16,
+            "local_y": 2,
+            "tap_space": "global",
+        },
+    ],
+    ids=["contiguous", "strided", "literal-1x1", "strided-global"],
+)
+def test_two_launches_match_scipy(rank, out_size, changes):
+    """The row pass into a scratch buffer, then the column pass: every row layout, tap
+    space and rank, on outputs smaller than a work-group and than a work-item's window."""
+    check({**TWO_PASSES, **changes}, 5, rank, out_size, seed=rank)
+    check({**TWO_PASSES, **changes}, 2, rank, out_size[::-1], seed=7)
+
+
+def test_two_launches_are_one_variant_with_their_own_fingerprint():
+    problem = SeparableProblem(5, 2, 37, 23)
+    variant = SEPARABLE.render(TWO_PASSES, problem)
+    assert [launch.kernel_name for launch in variant.launches] == ["separable_rows", "separable_columns"]
+    assert variant.launches[0].work_per_item == (4, 1) and variant.launches[1].work_per_item == (4, 8)
+    assert SEPARABLE.scratch(variant, problem) == {"rows": 4 * 2 * 27 * 37}
+    again = type(variant).from_dict(json.loads(json.dumps(variant.to_dict())))
+    assert again == variant and again.fingerprint == variant.fingerprint
+    one_launch = dataclasses.replace(variant, later_launches=())
+    assert one_launch.fingerprint != variant.fingerprint
+    for refused in ({"border": "mirror"},):
+        same = SeparableProblem(5, 1, 37, 23, **refused)
+        with pytest.raises(UsageError, match="passes=2"):
+            SEPARABLE.render(TWO_PASSES, same)
+    with pytest.raises(UsageError, match="passes=2"):
+        SEPARABLE.render({**TWO_PASSES, "tiles_down": 2}, problem)
+
+
+@pytest.mark.parametrize("dtype,out_dtype", [("uint8", "uint8"), ("float16", "float32"), ("int16", "int16")])
+def test_two_launches_read_and_write_every_pixel_type(dtype, out_dtype):
+    """Narrow pixels in, float32 row-pass values between the launches, rounded and
+    saturated out: through the measuring worker, which verifies against the reference."""
+    from autotune.evaluate import Evaluator
+
+    problem = SeparableProblem(7, 2, 41, 19, dtype, out_dtype=out_dtype)
+    with Evaluator(0, SEPARABLE, policy=FAST, timeout_s=60) as evaluator:
+        measured = evaluator.evaluate(TWO_PASSES, problem)
+        assert measured.ok, measured.error
+        literal = evaluator.evaluate(
+            {**TWO_PASSES, "tap_space": "literal", "row_columns": "strided"}, problem
+        )
+        assert literal.ok, literal.error
+
+
+def test_a_wrong_two_launch_kernel_fails_verification():
+    """The worker checks what the last launch wrote: a column pass that skips a tap of the
+    last term is a wrong result, not a fast kernel."""
+    from autotune.session import Session
+
+    problem = SeparableProblem(5, 2, 29, 17)
+    variant = SEPARABLE.render(TWO_PASSES, problem)
+    broken = dataclasses.replace(variant, source=variant.source.replace("column_taps[9]", "0.0f"))
+    assert broken.source != variant.source
+    session = Session(0)
+    assert session.measure(variant, problem, FAST).ok
+    wrong = session.measure(broken, problem, FAST)
+    assert wrong.status.value == "wrong_result" and "max error" in wrong.error
+
+
+def test_convolve_and_a_convolver_run_a_stored_two_launch_kernel(tmp_path):
+    """A database whose best separable kernel is two launches: `convolve()`, a Convolver
+    on NumPy arrays (also in chunks) and on device arrays give SciPy's answer."""
+    import sqlalchemy as sa
+
+    import autotune
+    from autotune.store import Best, Store, Trial
+
+    db = f"sqlite:///{tmp_path / 'passes.db'}"
+    cli_json(
+        "search", "--family", "separable", "-d", "0", "-f", "5", "-s", "64x48", "--trials", "5", "--db", db
+    )
+    store = Store(db)
+    try:
+        with store.session() as s:
+            best = s.scalars(sa.select(Best)).one()
+            trials = list(s.scalars(sa.select(Trial).where(Trial.status == "ok")))
+        two = next(t for t in trials if json.loads(t.config).get("passes") == 2)
+        store.set_best(best.device_id, best.problem_id, two, 1e-6)
+    finally:
+        store.close()
+    image = np.random.default_rng(11).uniform(-1, 1, (52, 68)).astype(np.float32)
+    gaussian = _gaussian(5, 1.0).astype(np.float32)
+    expected = signal.correlate2d(image.astype(np.float64), gaussian.astype(np.float64), mode="valid")
+    plan = autotune.plan(image.shape, 5, filter=gaussian, db=db, algorithm="separable")
+    assert plan.config["passes"] == 2
+    got = autotune.convolve(image, gaussian, algorithm="separable", db=db)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+    for options in ({}, {"zero_copy": False}, {"zero_copy": False, "chunks": 3}):
+        convolver = autotune.Convolver(image.shape, gaussian, algorithm="separable", db=db, **options)
+        assert convolver.plan.config["passes"] == 2
+        np.testing.assert_allclose(convolver(image), expected, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(convolver(image * 2), 2 * expected, rtol=0, atol=2e-5)
+    on_device = pyopencl.array.to_device(convolver.queue, image)
+    out = convolver(on_device)
+    np.testing.assert_allclose(out.get(), expected, rtol=0, atol=1e-5)
+    convolver(on_device, out=out)  # chained: the arguments stay set
+    np.testing.assert_allclose(out.get(), expected, rtol=0, atol=1e-5)
+
+    exported = tmp_path / "kernels"
+    args = ("export", "--family", "separable", "-d", "0", "--out", str(exported), "--format", "cl,json")
+    cli_json(*args, "--db", db)
+    manifest = json.loads((exported / "separable_f5_r1.json").read_text())
+    assert [launch["kernel_name"] for launch in manifest["launches"]] == [
+        "separable_rows",
+        "separable_columns",
+    ]
+    assert manifest["launches"][0]["arguments"][2] == "__global float *rows" and "rows" in manifest["scratch"]
+    assert manifest["launches"][1]["extent"] == ["out_width", "out_height"]
 
 
 def test_walking_tiles_need_room_for_the_rows_they_share():
@@ -351,10 +504,18 @@ def test_auto_runs_the_form_measured_faster_here(tmp_path):
 
 def test_knobs_added_later_leave_earlier_kernels_as_they_were():
     """A kernel stored before `tiles_down`, `row_window`, `row_loads`, `carry_rows`,
-    `stream_rows` and `x_vector` existed renders as it did: those knobs stay out of its
+    `stream_rows`, `x_vector` and `passes` existed renders as it did: those knobs stay out of its
     config comment at their default."""
     later = [name for name, knob in SPACE.knobs.items() if knob.added_later]
-    assert set(later) == {"tiles_down", "row_window", "row_loads", "carry_rows", "stream_rows", "x_vector"}
+    assert set(later) == {
+        "tiles_down",
+        "row_window",
+        "row_loads",
+        "carry_rows",
+        "stream_rows",
+        "x_vector",
+        "passes",
+    }
     config = {**BASE, "row_columns": "transposed", "cache_input": True}
     source = generate(config, 5, 1, SPACE).source
     assert not any(f'"{name}"' in source for name in later)

@@ -26,8 +26,44 @@ from autotune.space import Config, SearchSpace
 
 
 @dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a variant: which kernel of its program, and its geometry."""
+
+    kernel_name: str
+    local_size: tuple[int, ...]
+    work_per_item: tuple[int, ...]
+
+    def global_size(self, extent: tuple[int, ...]) -> tuple[int, ...]:
+        """roundup(ceil(extent[d] / work_per_item[d]), local_size[d]) for each d."""
+        return launch_size(extent, self.work_per_item, self.local_size)
+
+
+def launch_size(
+    extent: tuple[int, ...], work_per_item: tuple[int, ...], local_size: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The global size that covers `extent` outputs, `work_per_item` a work-item."""
+    sizes = []
+    for out, work, local in zip(extent, work_per_item, local_size, strict=True):
+        items = -(-out // work)
+        sizes.append(-(-items // local) * local)
+    return tuple(sizes)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch as a host queues it on a problem: kernel, sizes, arguments."""
+
+    kernel_name: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    arguments: tuple
+
+
+@dataclass(frozen=True)
 class KernelVariant:
-    """Source plus everything a host needs to build and launch it."""
+    """Source plus everything a host needs to build and launch it. Most variants are
+    one launch (`kernel_name`, `local_size`, `work_per_item`); a pipeline runs the
+    kernels of `later_launches` after it, in order, from the same program."""
 
     source: str
     kernel_name: str
@@ -37,14 +73,16 @@ class KernelVariant:
     config: dict[str, Any] = field(default_factory=dict)
     family: str = ""
     render_key: dict[str, Any] = field(default_factory=dict)  # problem fields compiled in
+    later_launches: tuple[Launch, ...] = ()
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        """Every launch in order, the first one included."""
+        return (Launch(self.kernel_name, self.local_size, self.work_per_item), *self.later_launches)
 
     def global_size(self, extent: tuple[int, ...]) -> tuple[int, ...]:
-        """roundup(ceil(extent[d] / work_per_item[d]), local_size[d]) for each d."""
-        sizes = []
-        for out, work, local in zip(extent, self.work_per_item, self.local_size, strict=True):
-            items = -(-out // work)
-            sizes.append(-(-items // local) * local)
-        return tuple(sizes)
+        """The first launch's: roundup(ceil(extent[d] / work_per_item[d]), local_size[d])."""
+        return launch_size(extent, self.work_per_item, self.local_size)
 
     @property
     def fingerprint(self) -> str:
@@ -52,12 +90,24 @@ class KernelVariant:
         the fingerprint matches (a newer template may render the same config otherwise)."""
         what_runs = [self.source, list(self.build_options), self.kernel_name]
         what_runs += [list(self.local_size), list(self.work_per_item)]
+        if self.later_launches:  # left out for one launch: fingerprints stored before stay
+            what_runs.append(
+                [[x.kernel_name, list(x.local_size), list(x.work_per_item)] for x in self.later_launches]
+            )
         return hashlib.sha256(json.dumps(what_runs).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for name in ("local_size", "work_per_item", "build_options"):
             data[name] = list(data[name])
+        data["later_launches"] = [
+            {
+                **launch,
+                "local_size": list(launch["local_size"]),
+                "work_per_item": list(launch["work_per_item"]),
+            }
+            for launch in data["later_launches"]
+        ]
         return data
 
     @classmethod
@@ -71,6 +121,10 @@ class KernelVariant:
             config=dict(data.get("config", {})),
             family=data.get("family", ""),
             render_key=dict(data.get("render_key", {})),
+            later_launches=tuple(
+                Launch(x["kernel_name"], tuple(x["local_size"]), tuple(x["work_per_item"]))
+                for x in data.get("later_launches", ())
+            ),
         )
 
 
@@ -227,6 +281,17 @@ class KernelFamily(ABC):
 
     def global_size(self, variant: KernelVariant, problem: Problem) -> tuple[int, ...]:
         return variant.global_size(problem.launch_extent)
+
+    def steps(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> list[Step]:
+        """The launches that solve `problem`, in order (`buffers` as for `arguments`,
+        with the `scratch` buffers besides). One launch unless a family says otherwise."""
+        arguments = self.arguments(variant, problem, buffers)
+        return [Step(variant.kernel_name, self.global_size(variant, problem), variant.local_size, arguments)]
+
+    def scratch(self, variant: KernelVariant, problem: Problem) -> dict[str, int]:
+        """Device buffers a variant's launches pass between them on `problem`: bytes by
+        name (none for one launch)."""
+        return {}
 
     def serves_any_data(self, config: Config) -> bool:
         """False for kernels compiled for one input's values (they need that input to

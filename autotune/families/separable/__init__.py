@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from autotune.errors import UsageError
-from autotune.families.base import KernelFamily, KernelVariant, Problem
+from autotune.families.base import KernelFamily, KernelVariant, Problem, Step
 from autotune.families.c_header import HeaderLayout
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
@@ -37,6 +37,26 @@ ABI = (
     "const int in_height",
     "const int out_width",
     "const int out_height",
+)
+
+# passes = 2: the row pass, then the column pass, sharing a scratch buffer `rows`.
+PASSES_ABI = (
+    (
+        "__global const float *input",
+        "TAP_SPACE const float *row_taps",
+        "__global float *rows",
+        "const int in_width",
+        "const int in_height",
+        "const int out_width",
+    ),
+    (
+        "__global const float *rows",
+        "TAP_SPACE const float *column_taps",
+        "__global float *output",
+        "const int in_height",
+        "const int out_width",
+        "const int out_height",
+    ),
 )
 
 SEPARABLE_HEADER = HeaderLayout(
@@ -175,6 +195,46 @@ class Separable(KernelFamily):
             return (*arguments, np.float32(buffers.get("border_value", 0.0)))
         return arguments
 
+    def steps(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> list[Step]:
+        """One launch, or with passes = 2 the row pass into the `rows` scratch buffer and
+        the column pass from it (ABI: PASSES_ABI)."""
+        if not variant.later_launches:
+            return super().steps(variant, problem, buffers)
+        assert isinstance(problem, SeparableProblem)
+        rows, columns = variant.launches
+        sizes = [
+            np.int32(n) for n in (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
+        ]
+        in_width, in_height, out_width, out_height = sizes
+        return [
+            Step(
+                rows.kernel_name,
+                rows.global_size((problem.out_width, problem.in_height)),
+                rows.local_size,
+                (buffers["input"], buffers["row_taps"], buffers["rows"], in_width, in_height, out_width),
+            ),
+            Step(
+                columns.kernel_name,
+                columns.global_size((problem.out_width, problem.out_height)),
+                columns.local_size,
+                (
+                    buffers["rows"],
+                    buffers["column_taps"],
+                    buffers["output"],
+                    in_height,
+                    out_width,
+                    out_height,
+                ),
+            ),
+        ]
+
+    def scratch(self, variant: KernelVariant, problem: Problem) -> dict[str, int]:
+        """passes = 2: every term's row-pass values of every image row, as floats."""
+        if not variant.later_launches:
+            return {}
+        assert isinstance(problem, SeparableProblem)
+        return {"rows": 4 * problem.rank * problem.in_height * problem.out_width}
+
     def serves_any_data(self, config: Config) -> bool:
         return not literal_taps(config)
 
@@ -207,8 +267,38 @@ class Separable(KernelFamily):
             **({"anchor": key["anchor"]} if border != "none" else {}),
             # True: the taps are in the source and the tap arguments are ignored.
             "taps_compiled_in": literal_taps(variant.config),
-            "arguments": list(ABI) + (["const float border_value"] if border != "none" else []),
-            "launch": LAUNCH,
+            **self._launch_fields(variant, border),
+        }
+
+    @staticmethod
+    def _launch_fields(variant: KernelVariant, border: str) -> dict[str, Any]:
+        """How a host runs it: one kernel, or (passes = 2) two in order with the scratch
+        buffer between them."""
+        if not variant.later_launches:
+            return {
+                "arguments": list(ABI) + (["const float border_value"] if border != "none" else []),
+                "launch": LAUNCH,
+            }
+        rows, columns = variant.launches
+        return {
+            "scratch": {
+                "rows": "rank * in_height * out_width floats, made by the host, written by the first launch"
+            },
+            "launches": [
+                {
+                    "kernel_name": launch.kernel_name,
+                    "local_size": list(launch.local_size),
+                    "work_per_item": list(launch.work_per_item),
+                    "extent": extent,
+                    "arguments": list(arguments),
+                }
+                for launch, extent, arguments in (
+                    (rows, ["out_width", "in_height"], PASSES_ABI[0]),
+                    (columns, ["out_width", "out_height"], PASSES_ABI[1]),
+                )
+            ],
+            "launch": "each launch in order on one queue: "
+            "global[d] = roundup(ceil(extent[d] / work_per_item[d]), local_size[d])",
         }
 
     def export_stem(self, variant: KernelVariant) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import UsageError
-from autotune.families.base import KernelVariant
+from autotune.families.base import KernelVariant, Launch
 from autotune.families.conv2d.render import check_filter_width
 from autotune.families.image import PIXEL_TYPES
 from autotune.families.rendering import float_literal, load_template
@@ -20,6 +20,8 @@ from autotune.space import Config, SearchSpace
 KERNEL_NAME = "separable"
 SPACE_FILE = "separable.toml"
 TEMPLATE_FILE = "separable.cl.j2"
+PASSES_TEMPLATE_FILE = "separable_passes.cl.j2"  # passes = 2: a row-pass launch, then a column-pass one
+ROWS_KERNEL, COLUMNS_KERNEL = "separable_rows", "separable_columns"
 
 
 def check_rank(rank: object) -> int:
@@ -68,7 +70,8 @@ def generate(
     literal = literal_taps(config)
     if literal and taps is None:
         raise UsageError("tap_space=literal compiles the taps into the kernel: give the filter")
-    source = load_template(TEMPLATE_FILE).render(
+    two_passes = int(config["passes"]) == 2
+    source = load_template(PASSES_TEMPLATE_FILE if two_passes else TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(space.comment_config(config), sort_keys=True),
         kernel_name=KERNEL_NAME,
@@ -89,10 +92,24 @@ def generate(
         render_key.update(dtype=dtype, out_dtype=out_dtype, border=border)
     if border != "none":
         render_key["anchor"] = anchor
+    local_size = (int(config["local_x"]), int(config["local_y"]))
+    if two_passes:  # the row pass over every image row, then the column pass
+        return KernelVariant(
+            source=source,
+            kernel_name=ROWS_KERNEL,
+            local_size=local_size,
+            work_per_item=(int(config["work_x"]), 1),
+            config=dict(config),
+            family="separable",
+            render_key=render_key,
+            later_launches=(
+                Launch(COLUMNS_KERNEL, local_size, (int(config["work_x"]), int(config["work_y"]))),
+            ),
+        )
     return KernelVariant(
         source=source,
         kernel_name=KERNEL_NAME,
-        local_size=(int(config["local_x"]), int(config["local_y"])),
+        local_size=local_size,
         work_per_item=(int(config["work_x"]), rows_per_item),
         build_options=(),
         config=dict(config),

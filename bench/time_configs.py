@@ -7,6 +7,9 @@ Usage:
         [--pixels '{"dtype": "uint8", "out_dtype": "uint8"}' --pixels '{}' ...]
     python bench/time_configs.py --family separable --rank 1,2 --filter-width 17,33 --config ...
 
+`--compilers N` builds the variants in N processes ahead of timing them (a GPU whose
+driver takes seconds per kernel); each is still timed alone, in the order listed.
+
 `--native-vector-width 8` lets a GPU (which reports 1) time `x_vector` configs, which the
 device rule otherwise keeps off it.
 
@@ -17,12 +20,15 @@ timed side by side, kind after kind for every config, in one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
 from pathlib import Path
 
+from autotune.compiler import CompilePool
 from autotune.devices import device_info
+from autotune.errors import UsageError
 from autotune.evaluate import Evaluator
 from autotune.families import get_family
 from autotune.families.conv2d.inputs import image_size, parse_filter_widths
@@ -49,6 +55,7 @@ def main() -> int:
         default=None,
         help="take the device's native float vector as this wide (probes configs its rules keep out)",
     )
+    parser.add_argument("--compilers", type=int, default=0, help="compile ahead in this many processes")
     args = parser.parse_args()
 
     family = get_family(args.family)
@@ -73,6 +80,7 @@ def main() -> int:
         print("|---|---|---|---|---|---|---|---|---|")
         kinds = [json.loads(text) for text in args.pixels or ["{}"]]
         takes_rank = "rank" in {f.name for f in dataclasses.fields(family.problem_type)}
+        cases = []
         for width in widths:
             for rank in ranks if takes_rank else [None]:
                 for label, config in configs:
@@ -80,8 +88,29 @@ def main() -> int:
                         shape = dict(zip(family.problem_type.size_fields, size, strict=True))
                         extra = {} if rank is None else {"rank": rank}
                         problem = family.problem_type(filter_width=width, **shape, **extra, **fields)
-                        _report(evaluator.evaluate(config, problem), problem, label, fields)
+                        cases.append((label, config, fields, problem))
+        with contextlib.ExitStack() as stack:
+            pool = stack.enter_context(CompilePool(args.device, args.compilers)) if args.compilers else None
+            ahead = [_compiled_ahead(evaluator, pool, config, problem) for _, config, _, problem in cases]
+            for (label, config, fields, problem), (variant, compiled) in zip(cases, ahead, strict=True):
+                if variant is None:
+                    measured = evaluator.evaluate(config, problem)  # invalid: says why
+                else:
+                    measured = evaluator.measure(variant, problem, compiled)
+                _report(measured, problem, label, fields)
     return 0
+
+
+def _compiled_ahead(evaluator: Evaluator, pool: CompilePool | None, config: dict, problem) -> tuple:
+    """The variant and its compile ahead (None, None for a point that is not valid here)."""
+    try:
+        config = evaluator.family.space.complete(config)
+    except UsageError:
+        return None, None
+    if evaluator.family.violations(config, problem, evaluator.device):
+        return None, None
+    variant = evaluator.family.render(config, problem)
+    return variant, pool.submit(variant) if pool is not None else None
 
 
 def _report(m, problem, label: str, fields: dict) -> None:

@@ -182,7 +182,7 @@ def test_specialised_kernel_with_non_finite_taps_builds_and_agrees(literal_best_
         filt = np.full((3, 3), 0.25, dtype=np.float32)
         filt[1, 2] = bad
         specialised = autotune.convolve(image, filt, db=db, specialise=True)
-        _, source = next(reversed(runtime._kernels))
+        _, source = next(reversed(runtime._programs))
         assert "filter_values" in source  # the literal kernel ran
         np.testing.assert_array_equal(specialised, autotune.convolve(image, filt, db=db))
         assert not np.isfinite(specialised).any()
@@ -192,7 +192,7 @@ def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_b
     """By default the fastest measured kernel that reads its filter argument serves
     every filter; specialise=True compiles the best for the filter given, never reusing
     another filter's."""
-    monkeypatch.setattr(runtime, "_kernels", type(runtime._kernels)())
+    monkeypatch.setattr(runtime, "_kernels", type(runtime._programs)())
     monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 2)
     db = url(literal_best_db)
     choice = autotune.plan((30, 30), 3, db=db)
@@ -209,12 +209,12 @@ def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_b
     def literal_ran(filt, **options):
         out = autotune.convolve(image, filt, db=db, **options)
         np.testing.assert_allclose(out, scipy_valid(image, filt), atol=2e-5)
-        assert len(runtime._kernels) <= runtime.KERNEL_CACHE_SIZE
-        _, source = next(reversed(runtime._kernels))  # the program used last
+        assert len(runtime._programs) <= runtime.KERNEL_CACHE_SIZE
+        _, source = next(reversed(runtime._programs))  # the program used last
         return "filter_values" in source
 
     assert not literal_ran(a) and not literal_ran(b)
-    assert list(runtime._kernels) == [(0, reading)]
+    assert list(runtime._programs) == [(0, reading)]
     assert literal_ran(a, specialise=True) and literal_ran(b, specialise=True)
     assert literal_ran(c, specialise=True)
     autotune.clear_plans()  # plans keep their programs: without them a's is compiled again,

@@ -239,6 +239,8 @@ def test_two_launches_are_one_variant_with_their_own_fingerprint():
             SEPARABLE.render(TWO_PASSES, same)
     with pytest.raises(UsageError, match="passes=2"):
         SEPARABLE.render({**TWO_PASSES, "tiles_down": 2}, problem)
+    with pytest.raises(UsageError, match="row_loads=4"):
+        SEPARABLE.render({**TWO_PASSES, "row_loads": 4, "work_x": 2}, problem)
 
 
 @pytest.mark.parametrize("dtype,out_dtype", [("uint8", "uint8"), ("float16", "float32"), ("int16", "int16")])

@@ -192,7 +192,7 @@ def test_convolve_runs_the_fastest_argument_reading_kernel_unless_told(literal_b
     """By default the fastest measured kernel that reads its filter argument serves
     every filter; specialise=True compiles the best for the filter given, never reusing
     another filter's."""
-    monkeypatch.setattr(runtime, "_kernels", type(runtime._programs)())
+    monkeypatch.setattr(runtime, "_programs", type(runtime._programs)())
     monkeypatch.setattr(runtime, "KERNEL_CACHE_SIZE", 2)
     db = url(literal_best_db)
     choice = autotune.plan((30, 30), 3, db=db)

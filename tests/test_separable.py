@@ -277,24 +277,13 @@ def test_a_wrong_two_launch_kernel_fails_verification():
 def test_convolve_and_a_convolver_run_a_stored_two_launch_kernel(tmp_path):
     """A database whose best separable kernel is two launches: `convolve()`, a Convolver
     on NumPy arrays (also in chunks) and on device arrays give SciPy's answer."""
-    import sqlalchemy as sa
-
     import autotune
-    from autotune.store import Best, Store, Trial
 
     db = f"sqlite:///{tmp_path / 'passes.db'}"
     cli_json(
         "search", "--family", "separable", "-d", "0", "-f", "5", "-s", "64x48", "--trials", "5", "--db", db
     )
-    store = Store(db)
-    try:
-        with store.session() as s:
-            best = s.scalars(sa.select(Best)).one()
-            trials = list(s.scalars(sa.select(Trial).where(Trial.status == "ok")))
-        two = next(t for t in trials if json.loads(t.config).get("passes") == 2)
-        store.set_best(best.device_id, best.problem_id, two, 1e-6)
-    finally:
-        store.close()
+    _two_launch_bests(db, 5)
     image = np.random.default_rng(11).uniform(-1, 1, (52, 68)).astype(np.float32)
     gaussian = _gaussian(5, 1.0).astype(np.float32)
     expected = signal.correlate2d(image.astype(np.float64), gaussian.astype(np.float64), mode="valid")
@@ -525,16 +514,48 @@ def test_knobs_added_later_leave_earlier_kernels_as_they_were():
     assert '"tiles_down": 2' in generate({**config, "tiles_down": 2}, 5, 1, SPACE).source
 
 
+def _two_launch_bests(db, filter_width):
+    """Make the searched two-launch preset the best kernel of every kind of this width
+    (whichever form the search found faster)."""
+    import sqlalchemy as sa
+
+    from autotune.store import Best, ProblemRow, Store, Trial
+
+    store = Store(db)
+    try:
+        with store.session() as s:
+            rows = list(
+                s.execute(sa.select(Best, ProblemRow).join(ProblemRow, Best.problem_id == ProblemRow.id))
+            )
+            trials = list(s.scalars(sa.select(Trial).where(Trial.status == "ok")))
+        changed = 0
+        for best, problem in rows:
+            if json.loads(problem.key)["filter_width"] != filter_width:
+                continue
+            two = next(
+                t
+                for t in trials
+                if t.problem_id == best.problem_id and json.loads(t.config).get("passes") == 2
+            )
+            store.set_best(best.device_id, best.problem_id, two, two.time_ms)
+            changed += 1
+        assert changed, f"no kind of width {filter_width} was tuned"
+    finally:
+        store.close()
+
+
 @pytest.mark.skipif(
     not (Path("/usr/include/CL/cl.h").exists() and shutil.which("gcc")),
     reason="needs gcc, opencl-headers and ocl-icd-opencl-dev (.ci/run installs them)",
 )
 def test_the_c_host_runs_separable_kernels_from_the_header(tmp_path):
     """Export tuned separable kernels with the C header; the example host built against
-    it takes 2r lines of taps and runs the kernel of that width and rank."""
+    it takes 2r lines of taps and runs the kernel of that width and rank: one launch, or
+    (F = 3 here) two with a scratch buffer between them."""
     db = f"sqlite:///{tmp_path / 'separable.db'}"
     tune = ("-d", "0", "-f", "3,5", "--rank", "1,2", "-s", "40x24", "--trials", "4", "--db", db)
     assert run_cli("search", "--family", "separable", *tune).returncode == 0
+    _two_launch_bests(db, 3)
     kernels = tmp_path / "kernels"
     exported = run_cli(
         "export",
@@ -552,6 +573,8 @@ def test_the_c_host_runs_separable_kernels_from_the_header(tmp_path):
     assert exported.returncode == 0, exported.stderr
     header = (kernels / "autotune_kernels.h").read_text()
     assert "#define AUTOTUNE_SEPARABLE 1" in header and "int filter_width, int rank)" in header
+    assert header.count('"separable_columns",') == 2  # F = 3 at ranks 1 and 2: two launches
+    assert header.count("    NULL,") >= 2  # F = 5, and the default entries: one
     binary = tmp_path / "convolve_host"
     source = str(ROOT / "examples/c_host/convolve_host.c")
     build = [

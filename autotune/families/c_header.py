@@ -27,6 +27,9 @@ class HeaderLayout:
     key_fields: tuple[str, ...]  # int fields of an entry's kind, looked up in this order
     arguments: tuple[str, ...]  # comment lines: the kernel's arguments
     defines: tuple[str, ...] = ()  # lines a host can test (#ifdef) to tell families apart
+    # Entries may be two launches (a second kernel of the same program, run after the
+    # first): each entry says so, with the second kernel's name and geometry.
+    second_launch: tuple[str, ...] = ()  # comment lines: what the second launch takes
 
 
 CONVOLUTION_HEADER = HeaderLayout(
@@ -98,6 +101,10 @@ def c_header(
     """A self-contained C header. `devices` are fingerprints (platform, vendor, name,
     driver); `guard` defaults to one derived from the contents, unique to this export."""
     for kernel in kernels:
+        if len(kernel.variant.launches) > (2 if layout.second_launch else 1):
+            raise UsageError(
+                f"--format header holds kernels of one launch{' or two' if layout.second_launch else ''}"
+            )
         if not holds_in_header(kernel.variant):
             raise UsageError(
                 "--format header holds float32 'valid' kernels of square filters (looked up by width); "
@@ -128,6 +135,7 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
         " *   local  = {local_size[0], local_size[1]}",
         f" *   global = {p}_global_size(k, out_width, out_height)",
         *layout.arguments,
+        *layout.second_launch,
         "",
         *[f"#define {p.upper()}_{line}" for line in layout.defines],
         *([""] if layout.defines else []),
@@ -149,6 +157,15 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
         "    const char *build_options;",
         "    size_t local_size[2];",
         "    size_t work_per_item[2];",
+        *(
+            [
+                "    const char *second_kernel_name; /* NULL: one launch; else launched after the first */",
+                "    size_t second_local_size[2];",
+                "    size_t second_work_per_item[2];",
+            ]
+            if layout.second_launch
+            else []
+        ),
         "    double tuned_time_ms; /* on the device it was tuned on; 0 if never tuned */",
         f"}} {p}_kernel;",
         "",
@@ -172,6 +189,7 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
             f'    "{" ".join(variant.build_options)}",',
             f"    {{{variant.local_size[0]}, {variant.local_size[1]}}},",
             f"    {{{variant.work_per_item[0]}, {variant.work_per_item[1]}}},",
+            *(_second_launch(variant) if layout.second_launch else []),
             f"    {kernel.time_ms or 0.0!r},",
             "  },",
         ]
@@ -219,4 +237,29 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
         "}",
         "",
     ]
+    if layout.second_launch:
+        parts += [
+            "/* The second launch's global size over its extent (see the opening comment). */",
+            f"static inline void {p}_second_global_size(const {p}_kernel *k, size_t extent_x,",
+            "                                          size_t extent_y, size_t global_size[2]) {",
+            "    size_t extent[2] = {extent_x, extent_y};",
+            "    for (int d = 0; d < 2; ++d) {",
+            "        size_t work = k->second_work_per_item[d], local = k->second_local_size[d];",
+            "        global_size[d] = ((extent[d] + work - 1) / work + local - 1) / local * local;",
+            "    }",
+            "}",
+            "",
+        ]
     return "\n".join(parts)
+
+
+def _second_launch(variant: KernelVariant) -> list[str]:
+    """An entry's second kernel: its name and geometry, or NULL and zeros."""
+    if len(variant.launches) == 1:
+        return ["    NULL,", "    {0, 0},", "    {0, 0},"]
+    second = variant.launches[1]
+    return [
+        f'    "{second.kernel_name}",',
+        f"    {{{second.local_size[0]}, {second.local_size[1]}}},",
+        f"    {{{second.work_per_item[0]}, {second.work_per_item[1]}}},",
+    ]

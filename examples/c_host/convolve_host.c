@@ -230,24 +230,62 @@ int main(int argc, char **argv) {
     check(status, "clCreateBuffer(output)");
 
 #ifdef AUTOTUNE_SEPARABLE
-    /* input, row_taps, column_taps, output, in_width, in_height, out_width, out_height */
-    cl_mem buffers[4] = {input_buf, filter_buf, column_buf, output_buf};
-    cl_int args[4] = {in_width, in_height, out_width, out_height};
+    cl_mem rows_buf = NULL;
+    if (k->second_kernel_name) {
+        /* Two launches: the row pass into a scratch buffer of rank x in_height x out_width
+         * floats, then the column pass from it, in order on the queue. */
+        rows_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, sizeof(float) * (size_t)rank * in_height * out_width,
+                                  NULL, &status);
+        check(status, "clCreateBuffer(rows)");
+        cl_kernel columns = clCreateKernel(program, k->second_kernel_name, &status);
+        check(status, "clCreateKernel(second)");
+        /* input, row_taps, rows, in_width, in_height, out_width */
+        cl_mem row_buffers[3] = {input_buf, filter_buf, rows_buf};
+        cl_int row_args[3] = {in_width, in_height, out_width};
+        /* rows, column_taps, output, in_height, out_width, out_height */
+        cl_mem column_buffers[3] = {rows_buf, column_buf, output_buf};
+        cl_int column_args[3] = {in_height, out_width, out_height};
+        for (int i = 0; i < 3; ++i) {
+            check(clSetKernelArg(kernel, i, sizeof(cl_mem), &row_buffers[i]), "clSetKernelArg");
+            check(clSetKernelArg(kernel, 3 + i, sizeof(cl_int), &row_args[i]), "clSetKernelArg");
+            check(clSetKernelArg(columns, i, sizeof(cl_mem), &column_buffers[i]), "clSetKernelArg");
+            check(clSetKernelArg(columns, 3 + i, sizeof(cl_int), &column_args[i]), "clSetKernelArg");
+        }
+        size_t rows_global[2], columns_global[2];
+        autotune_global_size(k, (size_t)out_width, (size_t)in_height, rows_global);
+        autotune_second_global_size(k, (size_t)out_width, (size_t)out_height, columns_global);
+        check(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, rows_global, k->local_size, 0, NULL, NULL),
+              "clEnqueueNDRangeKernel(rows)");
+        check(clEnqueueNDRangeKernel(queue, columns, 2, NULL, columns_global, k->second_local_size, 0, NULL, NULL),
+              "clEnqueueNDRangeKernel(columns)");
+        clReleaseKernel(columns);
+    } else {
+        /* input, row_taps, column_taps, output, in_width, in_height, out_width, out_height */
+        cl_mem buffers[4] = {input_buf, filter_buf, column_buf, output_buf};
+        cl_int args[4] = {in_width, in_height, out_width, out_height};
+        for (int i = 0; i < 4; ++i) {
+            check(clSetKernelArg(kernel, i, sizeof(cl_mem), &buffers[i]), "clSetKernelArg");
+            check(clSetKernelArg(kernel, 4 + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
+        }
+        size_t global_size[2];
+        autotune_global_size(k, (size_t)out_width, (size_t)out_height, global_size);
+        check(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global_size, k->local_size, 0, NULL, NULL),
+              "clEnqueueNDRangeKernel");
+    }
 #else
     /* input, filter, output, in_width, out_width, out_height, filter_width */
     cl_mem buffers[3] = {input_buf, filter_buf, output_buf};
     cl_int args[4] = {in_width, out_width, out_height, filter_width};
-#endif
-    const int buffer_count = (int)(sizeof buffers / sizeof buffers[0]);
-    for (int i = 0; i < buffer_count; ++i)
+    for (int i = 0; i < 3; ++i)
         check(clSetKernelArg(kernel, i, sizeof(cl_mem), &buffers[i]), "clSetKernelArg");
     for (int i = 0; i < 4; ++i)
-        check(clSetKernelArg(kernel, buffer_count + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
+        check(clSetKernelArg(kernel, 3 + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
 
     size_t global_size[2];
     autotune_global_size(k, (size_t)out_width, (size_t)out_height, global_size);
     check(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global_size, k->local_size, 0, NULL, NULL),
           "clEnqueueNDRangeKernel");
+#endif
     float *output = malloc(out_bytes);
     check(clEnqueueReadBuffer(queue, output_buf, CL_TRUE, 0, out_bytes, output, 0, NULL, NULL),
           "clEnqueueReadBuffer");
@@ -261,6 +299,7 @@ int main(int argc, char **argv) {
     clReleaseMemObject(filter_buf);
 #ifdef AUTOTUNE_SEPARABLE
     clReleaseMemObject(column_buf);
+    if (rows_buf) clReleaseMemObject(rows_buf);
 #endif
     clReleaseMemObject(output_buf);
     clReleaseKernel(kernel);

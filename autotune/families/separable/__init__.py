@@ -68,6 +68,14 @@ SEPARABLE_HEADER = HeaderLayout(
         " * ('valid' correlation with sum_k outer(column_taps[k], row_taps[k]), float32, row-major). */",
     ),
     defines=("SEPARABLE 1  /* entries are keyed by (filter_width, rank) */",),
+    second_launch=(
+        "/* Entries with a second_kernel_name are two launches (passes = 2) on one queue, sharing a",
+        " * scratch buffer `rows` of rank x in_height x out_width floats:",
+        " *   kernel_name: input, row_taps, rows, in_width, in_height, out_width;",
+        " *     global = global_size(k, out_width, in_height)",
+        " *   second_kernel_name: rows, column_taps, output, in_height, out_width, out_height;",
+        " *     global = second_global_size(k, out_width, out_height), local = second_local_size */",
+    ),
 )
 
 

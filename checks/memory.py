@@ -169,9 +169,15 @@ def _separable_cases() -> list[Case]:
         configs.append(space.complete({**config, "row_columns": row_columns, "cache_input": cache_input}))
     # Two launches (a row pass into a scratch buffer, then a column pass): both row
     # layouts, and windows read as vectors of 4 pixels.
-    for row_columns, row_loads in (("strided", 1), ("contiguous", 1), ("contiguous", 4)):
+    for row_columns, row_loads, column_vector in (
+        ("strided", 1, 1),
+        ("contiguous", 1, 1),
+        ("contiguous", 4, 1),
+        ("strided", 1, 4),
+        ("contiguous", 4, 4),
+    ):
         config = {**base, "work_x": 4, "work_y": 4, "passes": 2, "row_columns": row_columns}
-        configs.append(space.complete({**config, "row_loads": row_loads}))
+        configs.append(space.complete({**config, "row_loads": row_loads, "column_vector": column_vector}))
     out = []
     for i, config in enumerate(configs):
         for filter_width, rank, (out_w, out_h) in ((3, 1, (7, 5)), (4 + i % 3, 2, (13, 9)), (5, 1, (1, 1))):
@@ -189,20 +195,14 @@ def _separable_cases() -> list[Case]:
             key = {"filter_width": 4, "rank": 2, "out_width": 11, "out_height": 6, "dtype": dtype}
             key |= {"out_dtype": dtype, "border": border} | ({"anchor": 3} if border != "none" else {})
             out.append(("separable", config, key))
-    # Two launches with rows read as vectors (rows 16 pixels wide: 4-pixel aligned), each pixel type.
+    # Two launches, each pixel type: rows read as vectors (13 outputs: rows 16 pixels wide,
+    # 4-pixel aligned), and columns as float4s with outputs stored as vectors (16 outputs).
     for dtype in pixel_types:
-        config = space.complete(
-            {**base, "work_x": 4, "passes": 2, "row_columns": "contiguous", "row_loads": 4}
-        )
-        key = {
-            "filter_width": 4,
-            "rank": 2,
-            "out_width": 13,
-            "out_height": 6,
-            "dtype": dtype,
-            "out_dtype": dtype,
-        }
-        out.append(("separable", config, key))
+        for column_vector, out_width in ((1, 13), (4, 16)):
+            config = {**base, "work_x": 4, "passes": 2, "row_columns": "contiguous", "row_loads": 4}
+            config = space.complete({**config, "column_vector": column_vector})
+            key = {"filter_width": 4, "rank": 2, "out_width": out_width, "out_height": 6, "dtype": dtype}
+            out.append(("separable", config, key | {"out_dtype": dtype}))
     # The streaming form: strips inside the image (whole vector reads) and at its edges
     # (a line copied through the border), every border, several pixel types.
     for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):

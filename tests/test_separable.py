@@ -47,7 +47,8 @@ def run_separable(variant, image, row_taps, column_taps):
     program = cl.Program(context, variant.source).build(options=list(variant.build_options))
     if variant.later_launches:
         rows, columns = variant.launches
-        scratch = cl.Buffer(context, mf.READ_WRITE, size=4 * row_taps.shape[0] * in_h * out_w)
+        pitch = -(-out_w // 4) * 4  # out_width rounded up to a multiple of 4
+        scratch = cl.Buffer(context, mf.READ_WRITE, size=4 * row_taps.shape[0] * in_h * pitch)
         cl.Kernel(program, rows.kernel_name)(
             queue,
             rows.global_size((out_w, in_h)),
@@ -213,8 +214,21 @@ TWO_PASSES = {"passes": 2, "row_columns": "contiguous", "local_x": 8, "local_y":
             "local_y": 2,
             "tap_space": "global",
         },
+        {"row_loads": 4, "work_x": 8, "local_x": 4},
+        {"column_vector": 4, "work_x": 8, "local_x": 2},
+        {"column_vector": 4, "row_loads": 4, "work_x": 4, "work_y": 2, "local_y": 1, "tap_space": "literal"},
+        {"column_vector": 4, "row_columns": "strided", "work_x": 4, "work_y": 16},
     ],
-    ids=["contiguous", "strided", "literal-1x1", "strided-global"],
+    ids=[
+        "contiguous",
+        "strided",
+        "literal-1x1",
+        "strided-global",
+        "vector-reads",
+        "quads",
+        "all-vectors",
+        "quads-1",
+    ],
 )
 def test_two_launches_match_scipy(rank, out_size, changes):
     """The row pass into a scratch buffer, then the column pass: every row layout, tap
@@ -228,7 +242,7 @@ def test_two_launches_are_one_variant_with_their_own_fingerprint():
     variant = SEPARABLE.render(TWO_PASSES, problem)
     assert [launch.kernel_name for launch in variant.launches] == ["separable_rows", "separable_columns"]
     assert variant.launches[0].work_per_item == (4, 1) and variant.launches[1].work_per_item == (4, 8)
-    assert SEPARABLE.scratch(variant, problem) == {"rows": 4 * 2 * 27 * 37}
+    assert SEPARABLE.scratch(variant, problem) == {"rows": 4 * 2 * 27 * 40}  # rows 40 floats apart
     again = type(variant).from_dict(json.loads(json.dumps(variant.to_dict())))
     assert again == variant and again.fingerprint == variant.fingerprint
     one_launch = dataclasses.replace(variant, later_launches=())
@@ -257,6 +271,11 @@ def test_two_launches_read_and_write_every_pixel_type(dtype, out_dtype):
             {**TWO_PASSES, "tap_space": "literal", "row_columns": "strided"}, problem
         )
         assert literal.ok, literal.error
+        for width in (44, 45):  # rows 4-pixel aligned (read as vectors) and not
+            vectors = dataclasses.replace(problem, out_width=width - 6)
+            for changes in ({"row_loads": 4}, {"row_loads": 4, "column_vector": 4}):
+                measured = evaluator.evaluate({**TWO_PASSES, **changes}, vectors)
+                assert measured.ok, measured.error
 
 
 def test_a_wrong_two_launch_kernel_fails_verification():
@@ -495,8 +514,8 @@ def test_auto_runs_the_form_measured_faster_here(tmp_path):
 
 def test_knobs_added_later_leave_earlier_kernels_as_they_were():
     """A kernel stored before `tiles_down`, `row_window`, `row_loads`, `carry_rows`,
-    `stream_rows`, `x_vector` and `passes` existed renders as it did: those knobs stay out of its
-    config comment at their default."""
+    `stream_rows`, `x_vector`, `passes` and `column_vector` existed renders as it did:
+    those knobs stay out of its config comment at their default."""
     later = [name for name, knob in SPACE.knobs.items() if knob.added_later]
     assert set(later) == {
         "tiles_down",
@@ -506,6 +525,7 @@ def test_knobs_added_later_leave_earlier_kernels_as_they_were():
         "stream_rows",
         "x_vector",
         "passes",
+        "column_vector",
     }
     config = {**BASE, "row_columns": "transposed", "cache_input": True}
     source = generate(config, 5, 1, SPACE).source

@@ -232,10 +232,12 @@ int main(int argc, char **argv) {
 #ifdef AUTOTUNE_SEPARABLE
     cl_mem rows_buf = NULL;
     if (k->second_kernel_name) {
-        /* Two launches: the row pass into a scratch buffer of rank x in_height x out_width
-         * floats, then the column pass from it, in order on the queue. */
-        rows_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, sizeof(float) * (size_t)rank * in_height * out_width,
-                                  NULL, &status);
+        /* Two launches: the row pass into a scratch buffer of rank x in_height x pitch floats
+         * (pitch: out_width rounded up to a multiple of 4), then the column pass from it, in
+         * order on the queue. */
+        size_t pitch = ((size_t)out_width + 3) / 4 * 4;
+        rows_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, sizeof(float) * (size_t)rank * in_height * pitch, NULL,
+                                  &status);
         check(status, "clCreateBuffer(rows)");
         cl_kernel columns = clCreateKernel(program, k->second_kernel_name, &status);
         check(status, "clCreateKernel(second)");

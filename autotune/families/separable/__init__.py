@@ -59,6 +59,13 @@ PASSES_ABI = (
     ),
 )
 
+
+def scratch_pitch(out_width: int) -> int:
+    """Floats from one row of a two-launch kernel's scratch buffer to the next: the
+    output's width rounded up to a multiple of 4 (rows start 16-byte aligned)."""
+    return -(-out_width // 4) * 4
+
+
 SEPARABLE_HEADER = HeaderLayout(
     kernels="tuned OpenCL separable convolution kernels (rank-r filters as r row/column terms)",
     key_fields=("filter_width", "rank"),
@@ -70,7 +77,8 @@ SEPARABLE_HEADER = HeaderLayout(
     defines=("SEPARABLE 1  /* entries are keyed by (filter_width, rank) */",),
     second_launch=(
         "/* Entries with a second_kernel_name are two launches (passes = 2) on one queue, sharing a",
-        " * scratch buffer `rows` of rank x in_height x out_width floats:",
+        " * scratch buffer `rows` of rank x in_height x pitch floats (pitch: out_width rounded up",
+        " * to a multiple of 4):",
         " *   kernel_name: input, row_taps, rows, in_width, in_height, out_width;",
         " *     global = global_size(k, out_width, in_height)",
         " *   second_kernel_name: rows, column_taps, output, in_height, out_width, out_height;",
@@ -237,11 +245,12 @@ class Separable(KernelFamily):
         ]
 
     def scratch(self, variant: KernelVariant, problem: Problem) -> dict[str, int]:
-        """passes = 2: every term's row-pass values of every image row, as floats."""
+        """passes = 2: every term's row-pass values of every image row, as floats, rows
+        `scratch_pitch` apart."""
         if not variant.later_launches:
             return {}
         assert isinstance(problem, SeparableProblem)
-        return {"rows": 4 * problem.rank * problem.in_height * problem.out_width}
+        return {"rows": 4 * problem.rank * problem.in_height * scratch_pitch(problem.out_width)}
 
     def serves_any_data(self, config: Config) -> bool:
         return not literal_taps(config)
@@ -290,7 +299,8 @@ class Separable(KernelFamily):
         rows, columns = variant.launches
         return {
             "scratch": {
-                "rows": "rank * in_height * out_width floats, made by the host, written by the first launch"
+                "rows": "rank * in_height * pitch floats, pitch = out_width rounded up to a multiple of 4; "
+                "made by the host, written by the first launch"
             },
             "launches": [
                 {

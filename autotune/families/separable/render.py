@@ -102,9 +102,7 @@ def generate(
             config=dict(config),
             family="separable",
             render_key=render_key,
-            later_launches=(
-                Launch(COLUMNS_KERNEL, local_size, (int(config["work_x"]), int(config["work_y"]))),
-            ),
+            later_launches=(Launch(COLUMNS_KERNEL, local_size, (int(config["work_x"]), int(config["work_y"]))),),
         )
     return KernelVariant(
         source=source,

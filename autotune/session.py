@@ -130,8 +130,13 @@ class Session:
         if compile_ms is None:
             compile_ms = (time.perf_counter() - start) * 1e3
 
-        def launch() -> list[Any]:
-            return launcher.enqueue(self.queue, problem, self.buffers)
+        def launch(wait_for: Any = None) -> list[Any]:
+            return launcher.enqueue(self.queue, problem, self.buffers, wait_for)
+
+        # Several launches are timed from the first's start to the last's end: each batch
+        # waits behind a gate until all of it is queued, so the host's queueing (slow on a
+        # host busy compiling ahead) leaves no gaps between them that the device would not.
+        gate = (lambda: cl.UserEvent(self.context)) if len(variant.launches) > 1 else None
 
         # First run: warm-up and verification against the reference.
         try:
@@ -145,7 +150,7 @@ class Session:
         if isinstance(verdict, Measurement):
             return verdict
         try:
-            times = _time(launch, policy)
+            times = _time(launch, policy, gate)
         except (cl.Error, cl.RuntimeError) as exc:
             return Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)), compile_ms=compile_ms)
         return Measurement(
@@ -175,14 +180,20 @@ def _blank(dtype: np.dtype, n_out: int) -> tuple[np.ndarray, Any]:
     return blank, canary
 
 
-def _time(launch: Any, policy: TimingPolicy) -> list[float]:
+def _time(launch: Any, policy: TimingPolicy, gate: Any = None) -> list[float]:
     """Kernel times in ms, each from the profiling events of its launches (the first's
     start to the last's end), launched in batches until the policy has enough runs and
-    enough total time (or hits a cap)."""
+    enough total time (or hits a cap). `gate`: makes a user event each batch waits
+    behind until it is all queued."""
+    import pyopencl as cl
+
     times: list[float] = []
     batch = 1
     while True:
-        runs = [launch() for _ in range(batch)]
+        opened = gate() if gate is not None else None
+        runs = [launch([opened] if opened is not None and i == 0 else None) for i in range(batch)]
+        if opened is not None:
+            opened.set_status(cl.command_execution_status.COMPLETE)
         runs[-1][-1].wait()
         times += [(run[-1].profile.end - run[0].profile.start) * 1e-6 for run in runs]
         total_s = sum(times) * 1e-3

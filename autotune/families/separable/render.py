@@ -20,7 +20,6 @@ from autotune.space import Config, SearchSpace
 KERNEL_NAME = "separable"
 SPACE_FILE = "separable.toml"
 TEMPLATE_FILE = "separable.cl.j2"
-PASSES_TEMPLATE_FILE = "separable_passes.cl.j2"  # passes = 2: a row-pass launch, then a column-pass one
 ROWS_KERNEL, COLUMNS_KERNEL = "separable_rows", "separable_columns"
 
 
@@ -71,7 +70,7 @@ def generate(
     if literal and taps is None:
         raise UsageError("tap_space=literal compiles the taps into the kernel: give the filter")
     two_passes = int(config["passes"]) == 2
-    source = load_template(PASSES_TEMPLATE_FILE if two_passes else TEMPLATE_FILE).render(
+    source = load_template(TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(space.comment_config(config), sort_keys=True),
         kernel_name=KERNEL_NAME,
@@ -102,7 +101,9 @@ def generate(
             config=dict(config),
             family="separable",
             render_key=render_key,
-            later_launches=(Launch(COLUMNS_KERNEL, local_size, (int(config["work_x"]), int(config["work_y"]))),),
+            later_launches=(
+                Launch(COLUMNS_KERNEL, local_size, (int(config["work_x"]), int(config["work_y"]))),
+            ),
         )
     return KernelVariant(
         source=source,

@@ -247,14 +247,61 @@ def test_two_launches_are_one_variant_with_their_own_fingerprint():
     assert again == variant and again.fingerprint == variant.fingerprint
     one_launch = dataclasses.replace(variant, later_launches=())
     assert one_launch.fingerprint != variant.fingerprint
-    for refused in ({"border": "mirror"},):
-        same = SeparableProblem(5, 1, 37, 23, **refused)
-        with pytest.raises(UsageError, match="passes=2"):
-            SEPARABLE.render(TWO_PASSES, same)
+    constant = SeparableProblem(5, 2, 37, 23, border="constant")  # one more scratch row per term
+    assert SEPARABLE.scratch(SEPARABLE.render(TWO_PASSES, constant), constant) == {"rows": 4 * 2 * 24 * 40}
     with pytest.raises(UsageError, match="passes=2"):
         SEPARABLE.render({**TWO_PASSES, "tiles_down": 2}, problem)
     with pytest.raises(UsageError, match="row_loads=4"):
         SEPARABLE.render({**TWO_PASSES, "row_loads": 4, "work_x": 2}, problem)
+
+
+@pytest.mark.parametrize("border", ["constant", "replicate", "reflect", "mirror", "wrap"])
+@pytest.mark.parametrize("anchor", [0, 2, 4])
+def test_two_launches_give_scipys_same_output(border, anchor):
+    """'same' output in two launches, as a host runs them (a caller's border value for the
+    constant border), against scipy.ndimage.correlate with the same origin: windows inside
+    the image, past each edge, and images narrower and shorter than the filter."""
+    import scipy.ndimage as ndimage
+
+    from autotune.launcher import Launcher
+
+    context, queue = _opencl()
+    mf = cl.mem_flags
+    modes = {
+        "constant": "constant",
+        "replicate": "nearest",
+        "reflect": "reflect",
+        "mirror": "mirror",
+        "wrap": "wrap",
+    }
+    configs = [
+        TWO_PASSES,
+        {**TWO_PASSES, "row_loads": 4, "column_vector": 4, "local_x": 4, "local_y": 2},
+        {**TWO_PASSES, "row_columns": "strided", "work_x": 2, "work_y": 2, "tap_space": "literal"},
+    ]
+    for number, (height, width) in enumerate(((40, 67), (3, 2), (29, 4))):
+        rng = np.random.default_rng(number)
+        image = rng.uniform(-1, 1, (height, width)).astype(np.float32)
+        row_taps, column_taps = (rng.uniform(-1, 1, (2, 5)).astype(np.float32) for _ in range(2))
+        full = np.einsum("kr,kc->rc", column_taps.astype(np.float64), row_taps.astype(np.float64))
+        origin = anchor - 2  # SciPy's origin: the tap over each output, from the centre
+        expected = ndimage.correlate(
+            image.astype(np.float64), full, mode=modes[border], cval=2.5, origin=(origin, origin)
+        )
+        problem = SeparableProblem(5, 2, width, height, border=border, anchor=anchor)
+        for config in configs:
+            variant = SEPARABLE.render(config, problem, (row_taps, column_taps))
+            launcher = Launcher(SEPARABLE, variant, cl.Program(context, variant.source).build())
+            buffers = {
+                name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=array)
+                for name, array in (("input", image), ("row_taps", row_taps), ("column_taps", column_taps))
+            }
+            got = np.full_like(image, np.nan)
+            buffers["output"] = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=got)
+            launcher.enqueue(queue, problem, {**buffers, "border_value": 2.5})
+            cl.enqueue_copy(queue, got, buffers["output"])
+            queue.finish()
+            np.testing.assert_allclose(got, expected, rtol=0, atol=2e-5, err_msg=f"{config} {height}x{width}")
 
 
 @pytest.mark.parametrize("dtype,out_dtype", [("uint8", "uint8"), ("float16", "float32"), ("int16", "int16")])
@@ -401,7 +448,7 @@ def test_search_and_best_from_the_command_line(tmp_path):
     assert wrong.returncode == 2 and "--rank is for --family separable" in wrong.stderr
 
     # export: a Gaussian's kernel, as a host program gets it, computes the correlation
-    from autotune.families.base import KernelVariant
+    from autotune.families.base import KernelVariant, Launch
     from autotune.families.separable.terms import separable_terms
 
     gaussian = np.outer(*(2 * [np.exp(-((np.arange(6) - 2.5) ** 2) / 4)])).astype(np.float32)
@@ -412,12 +459,18 @@ def test_search_and_best_from_the_command_line(tmp_path):
     assert sorted(k["problem"] for k in exported["kernels"]) == sorted(k["problem"] for k in listed)
     manifest = json.loads((out / "separable_f6_r1.json").read_text())
     assert manifest["family"] == "separable" and manifest["rank"] == 1
-    assert manifest["arguments"][1] == "TAP_SPACE const float *row_taps"
+    # one launch, or (whichever form the search found faster here) two, each with its arguments
+    arguments = manifest["launches"][0]["arguments"] if "launches" in manifest else manifest["arguments"]
+    assert arguments[1] == "TAP_SPACE const float *row_taps"
     variant = KernelVariant(
         source=(out / manifest["source"]).read_text(),
         kernel_name=manifest["kernel_name"],
         local_size=tuple(manifest["local_size"]),
         work_per_item=tuple(manifest["work_per_item"]),
+        later_launches=tuple(
+            Launch(launch["kernel_name"], tuple(launch["local_size"]), tuple(launch["work_per_item"]))
+            for launch in manifest.get("launches", [])[1:]
+        ),
     )
     image = np.random.default_rng(9).uniform(-1, 1, (30, 41)).astype(np.float32)
     got = run_separable(variant, image, *separable_terms(gaussian, 1))

@@ -92,6 +92,39 @@ def test_streaming_kernels_of_any_pixels_verify(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+def _two_launch_config(rng: random.Random) -> dict:
+    work_x = rng.choice([1, 2, 4, 8])
+    config = {"passes": 2, "work_x": work_x, "work_y": rng.choice([1, 2, 4, 8, 16])}
+    config |= {
+        "row_columns": rng.choice(["strided", "contiguous"]),
+        "tap_space": rng.choice(["constant", "literal"]),
+    }
+    if work_x % 4 == 0:
+        config["column_vector"] = rng.choice([1, 4])
+        if config["row_columns"] == "contiguous":
+            config["row_loads"] = rng.choice([1, 4])
+    return config | {"local_x": rng.choice([1, 2, 4, 8]), "local_y": rng.choice([1, 2, 4])}
+
+
+@pytest.mark.parametrize("dtype,same_out,border,width,rank,size,seed", CASES[:14])
+def test_two_launch_kernels_of_any_pixels_verify(
+    separable_evaluator, dtype, same_out, border, width, rank, size, seed
+):
+    """The two-launch form on the same sample: windows past the image's edges read through
+    the border, windows inside it (the image grown so there are some) read as they are."""
+    rng = random.Random(seed)
+    anchor = rng.randrange(width) if border != "none" else -1
+    out_dtype = dtype if same_out else "float32"
+    size = (size[0] + 41, size[1] + 23)
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=seed, out_dtype=out_dtype, border=border, anchor=anchor
+    )
+    config = SEPARABLE.space.complete(_two_launch_config(rng))
+    assert not SEPARABLE.violations(config, problem)
+    result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
 def test_a_wrong_border_is_caught(separable_evaluator):
     problem = SeparableProblem(5, 1, 17, 11, "uint8", out_dtype="uint8", border="mirror")
     variant = SEPARABLE.render({"cache_input": True, "local_x": 8, "local_y": 4}, problem)

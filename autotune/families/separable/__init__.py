@@ -66,6 +66,12 @@ def scratch_pitch(out_width: int) -> int:
     return -(-out_width // 4) * 4
 
 
+def scratch_rows(problem: SeparableProblem) -> int:
+    """Rows per term of a two-launch kernel's scratch buffer: the image's, and with a
+    constant border one more, the border's row-pass values."""
+    return problem.in_height + (problem.border == "constant")
+
+
 SEPARABLE_HEADER = HeaderLayout(
     kernels="tuned OpenCL separable convolution kernels (rank-r filters as r row/column terms)",
     key_fields=("filter_width", "rank"),
@@ -218,29 +224,31 @@ class Separable(KernelFamily):
             return super().steps(variant, problem, buffers)
         assert isinstance(problem, SeparableProblem)
         rows, columns = variant.launches
-        sizes = [
-            np.int32(n) for n in (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
-        ]
-        in_width, in_height, out_width, out_height = sizes
+        sizes = (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
+        in_width, in_height, out_width, out_height = (np.int32(n) for n in sizes)
+        # 'same' output: both kernels take the border value last
+        border_value = (np.float32(buffers.get("border_value", 0.0)),) if problem.same else ()
+        row_arguments = (
+            buffers["input"],
+            buffers["row_taps"],
+            buffers["rows"],
+            in_width,
+            in_height,
+            out_width,
+        )
+        column_arguments = (buffers["rows"], buffers["column_taps"], buffers["output"], in_height, out_width)
         return [
             Step(
                 rows.kernel_name,
-                rows.global_size((problem.out_width, problem.in_height)),
+                rows.global_size((problem.out_width, scratch_rows(problem))),
                 rows.local_size,
-                (buffers["input"], buffers["row_taps"], buffers["rows"], in_width, in_height, out_width),
+                row_arguments + border_value,
             ),
             Step(
                 columns.kernel_name,
                 columns.global_size((problem.out_width, problem.out_height)),
                 columns.local_size,
-                (
-                    buffers["rows"],
-                    buffers["column_taps"],
-                    buffers["output"],
-                    in_height,
-                    out_width,
-                    out_height,
-                ),
+                (*column_arguments, out_height, *border_value),
             ),
         ]
 
@@ -250,7 +258,7 @@ class Separable(KernelFamily):
         if not variant.later_launches:
             return {}
         assert isinstance(problem, SeparableProblem)
-        return {"rows": 4 * problem.rank * problem.in_height * scratch_pitch(problem.out_width)}
+        return {"rows": 4 * problem.rank * scratch_rows(problem) * scratch_pitch(problem.out_width)}
 
     def serves_any_data(self, config: Config) -> bool:
         return not literal_taps(config)
@@ -299,8 +307,9 @@ class Separable(KernelFamily):
         rows, columns = variant.launches
         return {
             "scratch": {
-                "rows": "rank * in_height * pitch floats, pitch = out_width rounded up to a multiple of 4; "
-                "made by the host, written by the first launch"
+                "rows": "rank * scratch_rows * pitch floats, scratch_rows = in_height (+ 1 with a constant "
+                "border), pitch = out_width rounded up to a multiple of 4; made by the host, written by "
+                "the first launch"
             },
             "launches": [
                 {
@@ -308,10 +317,10 @@ class Separable(KernelFamily):
                     "local_size": list(launch.local_size),
                     "work_per_item": list(launch.work_per_item),
                     "extent": extent,
-                    "arguments": list(arguments),
+                    "arguments": list(arguments) + (["const float border_value"] if border != "none" else []),
                 }
                 for launch, extent, arguments in (
-                    (rows, ["out_width", "in_height"], PASSES_ABI[0]),
+                    (rows, ["out_width", "scratch_rows"], PASSES_ABI[0]),
                     (columns, ["out_width", "out_height"], PASSES_ABI[1]),
                 )
             ],

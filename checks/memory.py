@@ -203,6 +203,14 @@ def _separable_cases() -> list[Case]:
             config = space.complete({**config, "column_vector": column_vector})
             key = {"filter_width": 4, "rank": 2, "out_width": out_width, "out_height": 6, "dtype": dtype}
             out.append(("separable", config, key | {"out_dtype": dtype}))
+    # Two launches, 'same' output with every border: windows past each edge, anchors off centre.
+    for number, border in enumerate(("constant", "replicate", "reflect", "mirror", "wrap")):
+        for changes in ({"row_columns": "strided"}, {"row_loads": 4, "column_vector": 4}):
+            config = {**base, "work_x": 4, "passes": 2, "row_columns": "contiguous"}
+            config = space.complete(config | changes)
+            dtype = pixel_types[number % len(pixel_types)]
+            key = {"filter_width": 4, "rank": 2, "out_width": 16, "out_height": 6, "dtype": dtype}
+            out.append(("separable", config, key | {"out_dtype": dtype, "border": border, "anchor": 3}))
     # The streaming form: strips inside the image (whole vector reads) and at its edges
     # (a line copied through the border), every border, several pixel types.
     for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):

@@ -67,9 +67,9 @@ def scratch_pitch(out_width: int) -> int:
 
 
 def scratch_rows(problem: SeparableProblem) -> int:
-    """Rows per term of a two-launch kernel's scratch buffer: the image's, and with a
-    constant border one more, the border's row-pass values."""
-    return problem.in_height + (problem.border == "constant")
+    """Rows per term of a two-launch kernel's scratch buffer: the image's, and for 'same'
+    output the F - 1 rows the border adds above and below."""
+    return problem.in_height + (problem.filter_width - 1 if problem.same else 0)
 
 
 SEPARABLE_HEADER = HeaderLayout(
@@ -307,9 +307,9 @@ class Separable(KernelFamily):
         rows, columns = variant.launches
         return {
             "scratch": {
-                "rows": "rank * scratch_rows * pitch floats, scratch_rows = in_height (+ 1 with a constant "
-                "border), pitch = out_width rounded up to a multiple of 4; made by the host, written by "
-                "the first launch"
+                "rows": "rank * scratch_rows * pitch floats, scratch_rows = in_height (+ filter_width - 1 "
+                "for 'same' output), pitch = out_width rounded up to a multiple of 4; made by the host, "
+                "written by the first launch"
             },
             "launches": [
                 {

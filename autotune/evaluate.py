@@ -37,6 +37,11 @@ class Evaluator:
         self.lock.close()
 
     def evaluate(self, config: Config, problem: Problem) -> Measurement:
+        variant = self.render(config, problem)
+        return variant if isinstance(variant, Measurement) else self.measure(variant, problem)
+
+    def render(self, config: Config, problem: Problem) -> KernelVariant | Measurement:
+        """The variant of a point valid on this device, or why it is not (INVALID)."""
         try:
             config = self.family.space.complete(config)
         except UsageError as exc:
@@ -44,7 +49,7 @@ class Evaluator:
         reasons = self.family.violations(config, problem, self.device)
         if reasons:
             return Measurement(Status.INVALID, error="; ".join(reasons))
-        return self.measure(self.family.render(config, problem), problem)
+        return self.family.render(config, problem)
 
     def measure(
         self, variant: KernelVariant, problem: Problem, compiled: Future[Compiled] | None = None

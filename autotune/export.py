@@ -51,13 +51,18 @@ def manifest(
     problem: Problem | None = None,
     time_ms: float | None = None,
 ) -> dict[str, Any]:
+    # One launch: its kernel and geometry; several: the family's `launches` say each.
+    one = not variant.later_launches
     return {
         "family": family.name,
-        "kernel_name": variant.kernel_name,
+        **({"kernel_name": variant.kernel_name} if one else {}),
         "source": source_name,
         "build_options": list(variant.build_options),
-        "local_size": list(variant.local_size),
-        "work_per_item": list(variant.work_per_item),
+        **(
+            {"local_size": list(variant.local_size), "work_per_item": list(variant.work_per_item)}
+            if one
+            else {}
+        ),
         "config": variant.config,
         "device": device.fingerprint if device else None,
         "image_size": list(problem.size) if problem is not None else None,

@@ -34,9 +34,9 @@ class Launcher:
         }
         self.keep_arguments = keep_arguments
         self._arguments_set: dict[str, tuple[Any, ...]] = {}
-        # Scratch buffers by (queue, name): launches on one in-order queue may share them,
-        # launches on two queues at once (chunked calls) may not.
-        self._scratch: dict[tuple[int, str], Any] = {}
+        # Scratch buffers by (queue, name): launches on one queue share them (each call's
+        # launches follow the last call's), launches on two queues at once may not.
+        self._scratch: dict[tuple[Any, str], Any] = {}
 
     def scratch(self, queue: Any, problem: Problem) -> dict[str, Any]:
         """The scratch buffers `problem` needs, made once per queue (and again larger)."""
@@ -44,7 +44,7 @@ class Launcher:
 
         buffers = {}
         for name, nbytes in self.family.scratch(self.variant, problem).items():
-            key = (id(queue), name)
+            key = (queue, name)
             kept = self._scratch.get(key)
             if kept is None or kept.size < nbytes:
                 kept = self._scratch[key] = cl.Buffer(
@@ -65,12 +65,16 @@ class Launcher:
         for step in steps:
             kernel = self.kernels[step.kernel_name]
             self._set_arguments(step.kernel_name, kernel, step.arguments)
+            after = [events[-1]] if events else wait_for  # each launch after the one before
             events.append(
-                cl.enqueue_nd_range_kernel(
-                    queue, kernel, step.global_size, step.local_size, wait_for=None if events else wait_for
-                )
+                cl.enqueue_nd_range_kernel(queue, kernel, step.global_size, step.local_size, wait_for=after)
             )
         return events
+
+    def drop_scratch(self) -> None:
+        """Let go of the scratch buffers (launches queued with them keep them until done):
+        a launcher shared by calls that come and go holds no device memory between them."""
+        self._scratch.clear()
 
     def forget_arguments(self) -> None:
         """Hold no argument of earlier launches (buffers over a caller's arrays)."""

@@ -422,6 +422,7 @@ def _launch(plan: Any, problem: Any, buffers: dict[str, Any]) -> None:
     """Set a plan's kernels' arguments and queue them (one launcher serves every thread)."""
     with _lock:
         plan.launcher.enqueue(plan.queue, problem, buffers)
+        plan.launcher.drop_scratch()  # a kept plan holds no scratch memory between calls
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach

@@ -12,6 +12,7 @@ import signal
 import statistics
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -180,20 +181,23 @@ def _blank(dtype: np.dtype, n_out: int) -> tuple[np.ndarray, Any]:
     return blank, canary
 
 
-def _time(launch: Any, policy: TimingPolicy, gate: Any = None) -> list[float]:
+def _time(launch: Any, policy: TimingPolicy, gate: Callable[[], Any] | None = None) -> list[float]:
     """Kernel times in ms, each from the profiling events of its launches (the first's
     start to the last's end), launched in batches until the policy has enough runs and
     enough total time (or hits a cap). `gate`: makes a user event each batch waits
-    behind until it is all queued."""
+    behind until it is all queued (opened whatever happens: a launch that fails must not
+    leave the queue waiting for the next variant)."""
     import pyopencl as cl
 
     times: list[float] = []
     batch = 1
     while True:
         opened = gate() if gate is not None else None
-        runs = [launch([opened] if opened is not None and i == 0 else None) for i in range(batch)]
-        if opened is not None:
-            opened.set_status(cl.command_execution_status.COMPLETE)
+        try:
+            runs = [launch([opened] if opened is not None and i == 0 else None) for i in range(batch)]
+        finally:
+            if opened is not None:
+                opened.set_status(cl.command_execution_status.COMPLETE)
         runs[-1][-1].wait()
         times += [(run[-1].profile.end - run[0].profile.start) * 1e-6 for run in runs]
         total_s = sum(times) * 1e-3

@@ -28,9 +28,8 @@ from pathlib import Path
 
 from autotune.compiler import CompilePool
 from autotune.devices import device_info
-from autotune.errors import UsageError
 from autotune.evaluate import Evaluator
-from autotune.families import get_family
+from autotune.families import KernelVariant, get_family
 from autotune.families.conv2d.inputs import image_size, parse_filter_widths
 
 
@@ -91,26 +90,16 @@ def main() -> int:
                         cases.append((label, config, fields, problem))
         with contextlib.ExitStack() as stack:
             pool = stack.enter_context(CompilePool(args.device, args.compilers)) if args.compilers else None
-            ahead = [_compiled_ahead(evaluator, pool, config, problem) for _, config, _, problem in cases]
-            for (label, config, fields, problem), (variant, compiled) in zip(cases, ahead, strict=True):
-                if variant is None:
-                    measured = evaluator.evaluate(config, problem)  # invalid: says why
-                else:
+            variants = [evaluator.render(config, problem) for _, config, _, problem in cases]
+            # every build submitted before the first measurement: compiled ahead
+            ahead = [pool.submit(v) if pool and isinstance(v, KernelVariant) else None for v in variants]
+            for (label, _, fields, problem), variant, compiled in zip(cases, variants, ahead, strict=True):
+                if isinstance(variant, KernelVariant):
                     measured = evaluator.measure(variant, problem, compiled)
+                else:
+                    measured = variant  # not valid here: says why
                 _report(measured, problem, label, fields)
     return 0
-
-
-def _compiled_ahead(evaluator: Evaluator, pool: CompilePool | None, config: dict, problem) -> tuple:
-    """The variant and its compile ahead (None, None for a point that is not valid here)."""
-    try:
-        config = evaluator.family.space.complete(config)
-    except UsageError:
-        return None, None
-    if evaluator.family.violations(config, problem, evaluator.device):
-        return None, None
-    variant = evaluator.family.render(config, problem)
-    return variant, pool.submit(variant) if pool is not None else None
 
 
 def _report(m, problem, label: str, fields: dict) -> None:

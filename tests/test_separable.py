@@ -340,6 +340,44 @@ def test_a_wrong_two_launch_kernel_fails_verification():
     assert wrong.status.value == "wrong_result" and "max error" in wrong.error
 
 
+def test_a_launch_that_fails_behind_the_gate_leaves_the_queue_running():
+    """Several launches are timed behind a user event opened once a batch is queued; when
+    queueing fails partway the event is opened all the same, so what was queued runs and
+    the next variant's commands are not stuck behind it."""
+    import threading
+
+    from autotune.launcher import Launcher
+    from autotune.outcomes import TimingPolicy
+    from autotune.session import _time
+
+    context, _ = _opencl()
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    problem = SeparableProblem(5, 1, 40, 24)
+    variant = SEPARABLE.render(TWO_PASSES, problem)
+    launcher = Launcher(SEPARABLE, variant, cl.Program(context, variant.source).build())
+    mf = cl.mem_flags
+    buffers = {
+        name: cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(array))
+        for name, array in problem.inputs().items()
+    }
+    buffers["output"] = cl.Buffer(context, mf.READ_WRITE, size=4 * 40 * 24)
+    calls = []
+
+    def launch(wait_for=None):
+        calls.append(wait_for)
+        if len(calls) == 3:  # the second batch's second run
+            raise cl.RuntimeError("queueing failed")
+        return launcher.enqueue(queue, problem, buffers, wait_for)
+
+    with pytest.raises(cl.RuntimeError, match="queueing failed"):
+        _time(launch, TimingPolicy(min_runs=3, max_runs=3), lambda: cl.UserEvent(context))
+    assert calls[0] is not None and calls[1] is not None  # each batch's first run behind its gate
+    finished = threading.Thread(target=queue.finish, daemon=True)
+    finished.start()
+    finished.join(timeout=60)
+    assert not finished.is_alive(), "the queue is still waiting on a gate"
+
+
 def test_convolve_and_a_convolver_run_a_stored_two_launch_kernel(tmp_path):
     """A database whose best separable kernel is two launches: `convolve()`, a Convolver
     on NumPy arrays (also in chunks) and on device arrays give SciPy's answer."""
@@ -378,6 +416,7 @@ def test_convolve_and_a_convolver_run_a_stored_two_launch_kernel(tmp_path):
     ]
     assert manifest["launches"][0]["arguments"][2] == "__global float *rows" and "rows" in manifest["scratch"]
     assert manifest["launches"][1]["extent"] == ["out_width", "out_height"]
+    assert "kernel_name" not in manifest and "local_size" not in manifest  # only per launch
 
 
 def test_walking_tiles_need_room_for_the_rows_they_share():
@@ -462,15 +501,16 @@ def test_search_and_best_from_the_command_line(tmp_path):
     # one launch, or (whichever form the search found faster here) two, each with its arguments
     arguments = manifest["launches"][0]["arguments"] if "launches" in manifest else manifest["arguments"]
     assert arguments[1] == "TAP_SPACE const float *row_taps"
+    launches = [
+        Launch(launch["kernel_name"], tuple(launch["local_size"]), tuple(launch["work_per_item"]))
+        for launch in manifest.get("launches", [manifest])
+    ]
     variant = KernelVariant(
         source=(out / manifest["source"]).read_text(),
-        kernel_name=manifest["kernel_name"],
-        local_size=tuple(manifest["local_size"]),
-        work_per_item=tuple(manifest["work_per_item"]),
-        later_launches=tuple(
-            Launch(launch["kernel_name"], tuple(launch["local_size"]), tuple(launch["work_per_item"]))
-            for launch in manifest.get("launches", [])[1:]
-        ),
+        kernel_name=launches[0].kernel_name,
+        local_size=launches[0].local_size,
+        work_per_item=launches[0].work_per_item,
+        later_launches=tuple(launches[1:]),
     )
     image = np.random.default_rng(9).uniform(-1, 1, (30, 41)).astype(np.float32)
     got = run_separable(variant, image, *separable_terms(gaussian, 1))

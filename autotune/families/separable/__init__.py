@@ -210,6 +210,7 @@ class Separable(KernelFamily):
 
     def arguments(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> tuple:
         assert isinstance(problem, SeparableProblem)
+        assert not variant.later_launches, "a two-launch kernel's arguments are its steps'"
         sizes = (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
         taps = (buffers["row_taps"], buffers["column_taps"])
         arguments = (buffers["input"], *taps, buffers["output"], *(np.int32(n) for n in sizes))
@@ -223,7 +224,7 @@ class Separable(KernelFamily):
         if not variant.later_launches:
             return super().steps(variant, problem, buffers)
         assert isinstance(problem, SeparableProblem)
-        rows, columns = variant.launches
+        row_pass, column_pass = variant.launches
         sizes = (problem.in_width, problem.in_height, problem.out_width, problem.out_height)
         in_width, in_height, out_width, out_height = (np.int32(n) for n in sizes)
         # 'same' output: both kernels take the border value last
@@ -236,19 +237,26 @@ class Separable(KernelFamily):
             in_height,
             out_width,
         )
-        column_arguments = (buffers["rows"], buffers["column_taps"], buffers["output"], in_height, out_width)
+        column_arguments = (
+            buffers["rows"],
+            buffers["column_taps"],
+            buffers["output"],
+            in_height,
+            out_width,
+            out_height,
+        )
         return [
             Step(
-                rows.kernel_name,
-                rows.global_size((problem.out_width, scratch_rows(problem))),
-                rows.local_size,
-                row_arguments + border_value,
+                row_pass.kernel_name,
+                row_pass.global_size((problem.out_width, scratch_rows(problem))),
+                row_pass.local_size,
+                (*row_arguments, *border_value),
             ),
             Step(
-                columns.kernel_name,
-                columns.global_size((problem.out_width, problem.out_height)),
-                columns.local_size,
-                (*column_arguments, out_height, *border_value),
+                column_pass.kernel_name,
+                column_pass.global_size((problem.out_width, problem.out_height)),
+                column_pass.local_size,
+                (*column_arguments, *border_value),
             ),
         ]
 
@@ -304,7 +312,7 @@ class Separable(KernelFamily):
                 "arguments": list(ABI) + (["const float border_value"] if border != "none" else []),
                 "launch": LAUNCH,
             }
-        rows, columns = variant.launches
+        row_pass, column_pass = variant.launches
         return {
             "scratch": {
                 "rows": "rank * scratch_rows * pitch floats, scratch_rows = in_height (+ filter_width - 1 "
@@ -320,8 +328,8 @@ class Separable(KernelFamily):
                     "arguments": list(arguments) + (["const float border_value"] if border != "none" else []),
                 }
                 for launch, extent, arguments in (
-                    (rows, ["out_width", "scratch_rows"], PASSES_ABI[0]),
-                    (columns, ["out_width", "out_height"], PASSES_ABI[1]),
+                    (row_pass, ["out_width", "scratch_rows"], PASSES_ABI[0]),
+                    (column_pass, ["out_width", "out_height"], PASSES_ABI[1]),
                 )
             ],
             "launch": "each launch in order on one queue: "

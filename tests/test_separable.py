@@ -264,16 +264,10 @@ def test_two_launches_give_scipys_same_output(border, anchor):
     import scipy.ndimage as ndimage
 
     from autotune.launcher import Launcher
+    from tests.test_pixels import SCIPY_MODES
 
     context, queue = _opencl()
     mf = cl.mem_flags
-    modes = {
-        "constant": "constant",
-        "replicate": "nearest",
-        "reflect": "reflect",
-        "mirror": "mirror",
-        "wrap": "wrap",
-    }
     configs = [
         TWO_PASSES,
         {**TWO_PASSES, "row_loads": 4, "column_vector": 4, "local_x": 4, "local_y": 2},
@@ -286,7 +280,7 @@ def test_two_launches_give_scipys_same_output(border, anchor):
         full = np.einsum("kr,kc->rc", column_taps.astype(np.float64), row_taps.astype(np.float64))
         origin = anchor - 2  # SciPy's origin: the tap over each output, from the centre
         expected = ndimage.correlate(
-            image.astype(np.float64), full, mode=modes[border], cval=2.5, origin=(origin, origin)
+            image.astype(np.float64), full, mode=SCIPY_MODES[border], cval=2.5, origin=(origin, origin)
         )
         problem = SeparableProblem(5, 2, width, height, border=border, anchor=anchor)
         for config in configs:

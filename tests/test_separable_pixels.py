@@ -73,25 +73,6 @@ def _stream_config(rng: random.Random) -> dict:
     return config | {"local_x": rng.choice([1, 2]), "local_y": rng.choice([1, 2])}
 
 
-@pytest.mark.parametrize("dtype,same_out,border,width,rank,size,seed", CASES[:14])
-def test_streaming_kernels_of_any_pixels_verify(
-    separable_evaluator, dtype, same_out, border, width, rank, size, seed
-):
-    """The streaming form on the same sample: strips at the image edge read through the
-    border from a copied line, strips inside it read whole vectors of the pixel type."""
-    rng = random.Random(seed)
-    anchor = rng.randrange(width) if border != "none" else -1
-    out_dtype = dtype if same_out else "float32"
-    size = (size[0] + 41, size[1] + 5)  # strips inside the image too, not only at its edges
-    problem = SeparableProblem(
-        width, rank, *size, dtype, seed=seed, out_dtype=out_dtype, border=border, anchor=anchor
-    )
-    config = SEPARABLE.space.complete(_stream_config(rng))
-    assert not SEPARABLE.violations(config, problem)
-    result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
-
-
 def _two_launch_config(rng: random.Random) -> dict:
     work_x = rng.choice([1, 2, 4, 8])
     config = {"passes": 2, "work_x": work_x, "work_y": rng.choice([1, 2, 4, 8, 16])}
@@ -106,20 +87,28 @@ def _two_launch_config(rng: random.Random) -> dict:
     return config | {"local_x": rng.choice([1, 2, 4, 8]), "local_y": rng.choice([1, 2, 4])}
 
 
+# Forms with code paths for windows inside the image and past its edges: a config maker,
+# and how much to grow the sample's sizes so there are windows inside it too.
+FORMS = {"streaming": (_stream_config, (41, 5)), "two launches": (_two_launch_config, (41, 23))}
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("dtype,same_out,border,width,rank,size,seed", CASES[:14])
-def test_two_launch_kernels_of_any_pixels_verify(
-    separable_evaluator, dtype, same_out, border, width, rank, size, seed
+def test_streaming_and_two_launch_kernels_of_any_pixels_verify(
+    separable_evaluator, form, dtype, same_out, border, width, rank, size, seed
 ):
-    """The two-launch form on the same sample: windows past the image's edges read through
-    the border, windows inside it (the image grown so there are some) read as they are."""
+    """The streaming and two-launch forms on the same sample: strips or windows at the
+    image edge read through the border (streaming: from a copied line), those inside it
+    read whole vectors or plain values of the pixel type."""
+    make_config, grow = FORMS[form]
     rng = random.Random(seed)
     anchor = rng.randrange(width) if border != "none" else -1
     out_dtype = dtype if same_out else "float32"
-    size = (size[0] + 41, size[1] + 23)
+    size = (size[0] + grow[0], size[1] + grow[1])
     problem = SeparableProblem(
         width, rank, *size, dtype, seed=seed, out_dtype=out_dtype, border=border, anchor=anchor
     )
-    config = SEPARABLE.space.complete(_two_launch_config(rng))
+    config = SEPARABLE.space.complete(make_config(rng))
     assert not SEPARABLE.violations(config, problem)
     result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"

@@ -60,7 +60,9 @@ class Launcher:
         last one's end is the result's)."""
         import pyopencl as cl
 
-        steps = self.family.steps(self.variant, problem, {**buffers, **self.scratch(queue, problem)})
+        if self.variant.later_launches:  # one launch passes nothing between launches
+            buffers = {**buffers, **self.scratch(queue, problem)}
+        steps = self.family.steps(self.variant, problem, buffers)
         events = []
         for step in steps:
             kernel = self.kernels[step.kernel_name]

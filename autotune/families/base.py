@@ -11,6 +11,7 @@ fields; it asks the descriptor.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -38,10 +39,12 @@ class Launch:
         return launch_size(extent, self.work_per_item, self.local_size)
 
 
+@functools.lru_cache(maxsize=256)
 def launch_size(
     extent: tuple[int, ...], work_per_item: tuple[int, ...], local_size: tuple[int, ...]
 ) -> tuple[int, ...]:
-    """The global size that covers `extent` outputs, `work_per_item` a work-item."""
+    """The global size that covers `extent` outputs, `work_per_item` a work-item (kept:
+    every call of a Convolver asks it for the same sizes)."""
     sizes = []
     for out, work, local in zip(extent, work_per_item, local_size, strict=True):
         items = -(-out // work)

@@ -47,12 +47,14 @@ class NoValidConfig(Exception):
 Case = tuple[str, dict, dict]  # family name, config, problem key
 
 
-def _knob_values(space, base: dict, problem_fields: dict) -> list[dict]:  # noqa: ANN001 - a SearchSpace
-    """Every value of every knob, in the valid config nearest to the base (the space
-    finds what a value needs). Work-groups stay small: Oclgrind runs work-items one by
-    one, and the larger group shapes add time, not template paths."""
+def _knob_values(space, base: dict, problem_fields: dict, skip: tuple[str, ...] = ()) -> list[dict]:  # noqa: ANN001 - a SearchSpace
+    """Every value of every knob but `skip`, in the valid config nearest to the base (the
+    space finds what a value needs). Work-groups stay small: Oclgrind runs work-items one
+    by one, and the larger group shapes add time, not template paths."""
     configs = []
     for name, knob in space.knobs.items():
+        if name in skip:
+            continue
         values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
         for value in values:
             config = space.with_value(base, name, value, problem_fields)
@@ -68,7 +70,7 @@ def _conv2d_cases() -> list[Case]:
     space = CONV2D.space
     base = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2}
     configs = [dict(p.config, local_x=8, local_y=4) for p in space.presets.values()]
-    configs += _knob_values(space, base, {"filter_width": 5})
+    configs += _knob_values(space, base, {"filter_width": 5}, skip=("border_groups",))  # 'same' only: below
     # Combinations on purpose: the widest tiles with every column unrolled and float4
     # taps, full column unrolling without row unrolling, the __local tile with float4
     # taps, and vector image reads on every tile and row parity.
@@ -138,6 +140,22 @@ def _pixel_cases() -> list[Case]:
                 if border != "none":
                     key |= {"anchor": width - 1, "anchor_y": 0}
                 out.append(("conv2d", config, key))
+    # Edge outputs in work-groups of their own (`border_groups`): every border, images
+    # smaller than the filter and than a tile among them, channels, frames, rows x F.
+    for border in [b for b in BORDERS if b != "none"]:
+        for image_vector, (rows, width), (out_w, out_h) in (
+            (1, (3, 3), (1, 1)),
+            (4, (5, 5), (13, 9)),
+            (4, (2, 7), (23, 6)),
+            (1, (9, 9), (7, 12)),
+        ):
+            config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
+            config = space.complete({**config, "image_vector": image_vector, "border_groups": True})
+            key = {"filter_width": width, "filter_height": rows, "out_width": out_w, "out_height": out_h}
+            key |= {"dtype": rng.choice(list(PIXEL_TYPES)), "out_dtype": "float32", "border": border}
+            key |= {"channels": rng.choice([1, 3]), "frames": rng.choice([1, 2])}
+            key |= {"anchor": rng.randrange(width), "anchor_y": rng.randrange(rows)}
+            out.append(("conv2d", config, key))
     return out
 
 

@@ -7,6 +7,7 @@ output may differ by one only where the exact sum lies within float32 rounding o
 half-way point.
 """
 
+import dataclasses
 import itertools
 import json
 import random
@@ -17,6 +18,7 @@ import pytest
 import scipy.ndimage as ndi
 
 import autotune
+from autotune.devices import device_info
 from autotune.errors import UsageError
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.conv2d.problem import tolerance
@@ -401,6 +403,145 @@ def test_wide_filters_borrowed_for_same_output_stage_their_tile():
     assert CONV2D.adapt_related(config, wide, None)["cache_local"] is True
     for problem in (Conv2DProblem(5, 64, 64, border="mirror"), Conv2DProblem(9, 64, 64)):
         assert CONV2D.adapt_related(config, problem, None) == config
+
+
+def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
+    """On a GPU up to F = 9 the borrowed kernel's edge outputs get work-groups of their
+    own; wider filters stage their tile; a CPU keeps the config it borrowed."""
+    config = CONV2D.space.complete(
+        {"filter_mode": "define", "work_x": 4, "work_y": 2, "local_x": 32, "local_y": 4}
+    )
+    cpu = device_info(0)  # PoCL
+    gpu = dataclasses.replace(cpu, type="GPU")
+    for width in (3, 9):
+        problem = Conv2DProblem(width, 64, 64, border="mirror")
+        assert CONV2D.adapt_related(config, problem, gpu) == {**config, "border_groups": True}
+    assert CONV2D.adapt_related(config, Conv2DProblem(5, 64, 64, border="mirror"), cpu) == config
+    wide = CONV2D.adapt_related(config, Conv2DProblem(17, 64, 64, border="mirror"), gpu)
+    assert wide["cache_local"] is True and not wide["border_groups"]
+    assert CONV2D.adapt_related(config, Conv2DProblem(3, 64, 64), gpu) == config  # 'valid': nothing
+
+
+def _tiles_cover(problem: Conv2DProblem, config: dict) -> np.ndarray:
+    """Which output values the interior tiles of a launch write, tile by tile as the
+    kernel's first condition decides (in values along x), found by walking every tile."""
+    rows, width = problem.filter_shape
+    channels, anchor_x, anchor_y = problem.channels, problem.anchor_column, problem.anchor_row
+    values, height = problem.out_width * channels, problem.out_height
+    covered = np.zeros((height, values), bool)
+    for y0 in range(0, height, config["work_y"]):
+        for x0 in range(0, values, config["work_x"]):
+            in_x0, in_y0 = x0 - anchor_x * channels, y0 - anchor_y
+            if (
+                x0 + config["work_x"] <= values
+                and y0 + config["work_y"] <= height
+                and in_x0 >= 0
+                and in_y0 >= 0
+                and in_x0 + config["work_x"] + (width - 1) * channels <= values
+                and in_y0 + config["work_y"] + rows - 1 <= height
+            ):
+                covered[y0 : y0 + config["work_y"], x0 : x0 + config["work_x"]] = True
+    return covered
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_edge_groups_count_every_output_the_tiles_leave(seed):
+    """The interior box the host sizes the edge rows by is exactly what the tiles write."""
+    from autotune.families.conv2d.geometry import interior_box
+
+    rng = random.Random(seed)
+    rows, width = rng.choice([(1, 1), (3, 3), (2, 5), (5, 2), (9, 9), (4, 4), (17, 17)])
+    problem = Conv2DProblem(
+        width, rng.randint(1, 40), rng.randint(1, 40), border="mirror", channels=rng.choice([1, 3]),
+        anchor=rng.randrange(width), anchor_y=rng.randrange(rows), filter_height=rows,
+    )  # fmt: skip
+    config = {"work_x": rng.choice([1, 2, 4, 8]), "work_y": rng.choice([1, 2, 4])}
+    covered = _tiles_cover(problem, config)
+    values = problem.out_width * problem.channels
+    box = interior_box(
+        values, problem.out_height, (config["work_x"], config["work_y"]), problem.filter_shape,
+        (problem.anchor_column, problem.anchor_row), problem.channels,
+    )  # fmt: skip
+    assert box.edge_outputs(values, problem.out_height) == int((~covered).sum())
+    inside = np.zeros_like(covered)
+    inside[box.y0 : box.y0 + box.height, box.x0 : box.x0 + box.width] = True
+    assert np.array_equal(inside, covered)
+
+
+# Edge work-groups (`border_groups`): a seeded sample of pixel type x border x channels x
+# filter shape x anchor x size (1x1, thinner than the filter, prime, smaller than a tile)
+# x frames, verified by the measuring worker against the float64 reference.
+GROUP_SAMPLE = random.Random(31)
+GROUP_CASES = [
+    (
+        GROUP_SAMPLE.choice(list(PIXEL_TYPES)),
+        GROUP_SAMPLE.choice(SAME_BORDERS),
+        GROUP_SAMPLE.choice([1, 1, 2, 3, 4]),
+        GROUP_SAMPLE.choice([(1, 1), (3, 3), (2, 5), (5, 2), (4, 4), (9, 9), (3, 7)]),
+        GROUP_SAMPLE.choice([(1, 1), (2, 3), (7, 13), (13, 7), (31, 17), (67, 5), (40, 40)]),
+        GROUP_SAMPLE.choice([1, 1, 3]),
+        seed,
+    )
+    for seed in range(30)
+]
+
+
+@pytest.mark.parametrize("dtype,border,channels,shape,size,frames,seed", GROUP_CASES)
+def test_edge_work_groups_verify_against_the_reference(
+    evaluator, dtype, border, channels, shape, size, frames, seed
+):
+    rows, width = shape
+    rng = random.Random(seed)
+    problem = Conv2DProblem(
+        width, *size, dtype, seed=seed, out_dtype=dtype if seed % 2 else "float32", border=border,
+        channels=channels, frames=frames, filter_height=rows, anchor=rng.randrange(width),
+        anchor_y=rng.randrange(rows),
+    )  # fmt: skip
+    while True:
+        config = {**random_config(rng, problem), "border_groups": True, "cache_local": False}
+        if not CONV2D.violations(config, problem):
+            break
+    variant = CONV2D.render(config, problem)
+    result = evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
+@pytest.mark.parametrize("border", SAME_BORDERS)
+@pytest.mark.parametrize("channels", [1, 3])
+def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, channels):
+    """Run as a host program would from the manifest's `border_groups` rule (not the
+    package's own geometry), against scipy.ndimage with a border value, every anchor."""
+    rng = np.random.default_rng(channels)
+    for width, anchor in ((3, 1), (4, 0), (5, 4), (8, 3)):
+        image = image_of("uint8", (29, 37, channels) if channels > 1 else (29, 37), rng)
+        filt = filter_of(width, rng, "uint8")
+        problem = Conv2DProblem(
+            width, 37, 29, "uint8", out_dtype="uint8", border=border, anchor=anchor, channels=channels
+        )
+        config = {"filter_mode": "define", "image_vector": 4 if channels == 1 else 1, "work_x": 4}
+        config |= {"work_y": 2, "local_x": 4, "local_y": 4, "unroll": "full", "border_groups": True}
+        variant = CONV2D.render(config, problem)
+        assert "border_groups" in CONV2D.manifest_fields(variant)
+        got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True, border_value=7.0)
+        got, planes = got.reshape(29, 37, channels), image.reshape(29, 37, channels)
+        for channel in range(channels):
+            plane = planes[:, :, channel]
+            exact = scipy_reference(plane, filt, border, 7.0, anchor=anchor)
+            assert_matches(got[:, :, channel], exact, plane, filt, f"{border} F={width} anchor {anchor}")
+
+
+def test_edge_work_groups_are_what_writes_the_edge(evaluator):
+    """A kernel whose edge work-groups do nothing fails verification: the sample above
+    cannot pass with the tiles alone."""
+    problem = Conv2DProblem(3, 45, 29, "uint8", out_dtype="uint8", border="mirror")
+    config = {"work_x": 4, "work_y": 2, "local_x": 8, "local_y": 4, "border_groups": True}
+    variant = CONV2D.render(config, problem)
+    assert CONV2D.global_size(variant, problem)[1] > variant.global_size(problem.launch_extent)[1]
+    assert evaluator.measure(variant, problem).status.value == "ok"
+    broken = variant.source.replace("if ((int)get_global_id(1) < edge_rows) {", "if (false) {", 1)
+    assert broken != variant.source
+    wrong = evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
 
 
 def test_convolve_command_takes_borders_and_pixel_types(tmp_path):

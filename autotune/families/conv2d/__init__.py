@@ -17,9 +17,11 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.c_header import CONVOLUTION_HEADER, HeaderLayout
+from autotune.families.conv2d.geometry import edge_rows, interior_box
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
+    BORDER_GROUPS_MAX_WIDTH,
     EDGE_TILE_MAX_WIDTH,
     SPACE_FILE,
     TEMPLATE_FILE,
@@ -44,6 +46,15 @@ ABI = (
 # input and output are of its `dtype` and `out_dtype` (OpenCL uchar, ushort, short,
 # half or float).
 SAME_ABI = ("const float border_value",)
+# How a host launches a kernel whose edge outputs have work-groups of their own.
+BORDER_GROUPS = (
+    "global[1] += ceil(edge_outputs / (global[0] * local[1])) * local[1]: rows of work-groups that come "
+    "first and write the outputs no tile does (the kernel takes every launch row before the last "
+    "ceil(ceil(H / work_y) / local[1]) * local[1] as theirs). edge_outputs = W * H - box_w * box_h, "
+    "W = out_width * channels, H = out_height, box_x = min(ceil(anchor * channels / work_x) * work_x, W), "
+    "box_w = max(floor(max(W - (filter_width - 1 - anchor) * channels, 0) / work_x) * work_x - box_x, 0); "
+    "box_y, box_h the same over rows with anchor_y, filter_height, work_y and no channels"
+)
 
 
 class Conv2D(KernelFamily):
@@ -151,11 +162,20 @@ class Conv2D(KernelFamily):
         )
 
     def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:
-        """A 'same' problem borrowing a wide filter's kernel stages its tile in __local
-        memory, where the border costs nothing per tap: on the H200 a 'valid' F=17
-        kernel run 'same' took 5-9x its time, staged 1.3-1.4x (BENCHMARKS.md)."""
+        """A 'same' problem borrowing another kind's kernel on a GPU gives its edge outputs
+        work-groups of their own up to F = 9 (uint8 on the H200: 'same' 1.00-1.14x the
+        'valid' time of the same config, against 1.2-14x with tiles reading the border), and
+        stages a wider filter's tile in __local memory, where the border costs nothing per
+        tap (F = 17: staged 1.10x, groups 1.25x). On a CPU (PoCL) edge groups lost 1.1-2x,
+        so a CPU keeps the config (BENCHMARKS.md, "Edge outputs in work-groups of their own")."""
         assert isinstance(problem, Conv2DProblem)
-        if not problem.same or config.get("cache_local") or problem.filter_width <= EDGE_TILE_MAX_WIDTH:
+        if not problem.same or config.get("cache_local") or config.get("border_groups"):
+            return config
+        on_cpu = getattr(device, "is_cpu", True)  # no device known: as on a CPU
+        if not on_cpu and max(problem.filter_shape) <= BORDER_GROUPS_MAX_WIDTH:
+            grouped = {**config, "border_groups": True}
+            return config if self.violations(grouped, problem, device) else grouped
+        if problem.filter_width <= EDGE_TILE_MAX_WIDTH:
             return config
         staged = {**config, "cache_local": True, "filter_mode": "define"}
         return config if self.violations(staged, problem, device) else staged
@@ -197,6 +217,25 @@ class Conv2D(KernelFamily):
         if problem.same:
             return (*arguments, np.float32(buffers.get("border_value", 0.0)))
         return arguments
+
+    def global_size(self, variant: KernelVariant, problem: Problem) -> tuple[int, ...]:
+        """With `border_groups`, rows of work-groups for the outputs outside the interior
+        tiles come before the tiles' (autotune/families/conv2d/geometry.py)."""
+        size = variant.global_size(problem.launch_extent)
+        if not variant.config.get("border_groups"):
+            return size
+        assert isinstance(problem, Conv2DProblem)
+        row_values = problem.out_width * problem.channels
+        box = interior_box(
+            row_values,
+            problem.out_height,
+            (variant.work_per_item[0], variant.work_per_item[1]),
+            problem.filter_shape,
+            (problem.anchor_column, problem.anchor_row),
+            problem.channels,
+        )
+        extra = edge_rows(box.edge_outputs(row_values, problem.out_height), size[0], variant.local_size[1])
+        return (size[0], size[1] + extra, *size[2:])
 
     def serves_any_data(self, config: Config) -> bool:
         return not literal_filter(config)
@@ -244,6 +283,7 @@ class Conv2D(KernelFamily):
             "filter_compiled_in": literal_filter(variant.config),
             "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),
             "launch": LAUNCH,
+            **({"border_groups": BORDER_GROUPS} if variant.config.get("border_groups") else {}),
         }
 
     def export_stem(self, variant: KernelVariant) -> str:

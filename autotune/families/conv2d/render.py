@@ -25,6 +25,7 @@ SPACE_FILE = "conv2d.toml"
 TEMPLATE_FILE = "conv2d.cl.j2"
 MAX_FILTER_WIDTH = 255
 EDGE_TILE_MAX_WIDTH = 8  # widest filter whose 'same' edge tiles keep the register tile
+BORDER_GROUPS_MAX_WIDTH = 9  # widest filter a borrowed 'same' kernel gives edge work-groups (GPUs)
 
 
 def check_filter_width(filter_width: object, what: str = "filter width") -> int:
@@ -82,6 +83,7 @@ def generate(
     anchor_y = anchor if anchor_y is None else anchor_y
     config = space.complete(config)
     shape = {"filter_width": filter_width, "channels": channels, "filter_height": filter_height}
+    shape["border"] = border
     reasons = space.violations(config, shape)
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")

@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import json
 import random
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -346,13 +347,8 @@ def test_search_best_and_export_know_pixel_types_and_borders(pixels_db, tmp_path
     manifest = json.loads(manifest_path.read_text())
     assert (manifest["dtype"], manifest["out_dtype"], manifest["border"]) == ("uint8", "uint8", "mirror")
     assert manifest["arguments"][-1] == "const float border_value" and manifest["anchor"] == 1
-    source = (out / manifest["source"]).read_text()
     # a host that knows only the manifest runs it, and gets cv2's answer
-    from autotune.families.base import KernelVariant
-
-    variant = KernelVariant(
-        source, manifest["kernel_name"], tuple(manifest["local_size"]), tuple(manifest["work_per_item"])
-    )
+    variant = _manifest_variant(out, manifest)
     rng = np.random.default_rng(1)
     image = image_of("uint8", (33, 47), rng)
     filt = filter_of(3, rng, "uint8")
@@ -378,6 +374,95 @@ def test_convolve_runs_the_kernel_tuned_for_its_pixels(pixels_db):
     ours = autotune.convolve(image, filt, mode="same", border="mirror", out_dtype="same", db=pixels_db)
     theirs = cv2.filter2D(image, -1, filt)
     assert ours.dtype == np.uint8 and np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1
+
+
+def _make_best_use_edge_groups(db: str) -> dict:
+    """The uint8 mirror kind's best kernel, with its edge outputs given work-groups of their
+    own, stored as a trial and made the best (a GPU search would find it; on the CPU the
+    search seldom keeps it)."""
+    import sqlalchemy as sa
+
+    from autotune.store import Best, ProblemRow, Store, Trial
+    from autotune.store.models import config_key
+
+    store = Store(db)
+    try:
+        with store.session() as s:
+            best, row = next(
+                (b, p)
+                for b, p in s.execute(
+                    sa.select(Best, ProblemRow).join(ProblemRow, Best.problem_id == ProblemRow.id)
+                )
+                if json.loads(p.key).get("border") == "mirror"
+            )
+            trial = s.get(Trial, best.trial_id)
+        config = {**json.loads(trial.config), "border_groups": True, "cache_local": False}
+        problem = CONV2D.problem(json.loads(row.key))
+        assert not CONV2D.violations(config, problem)
+        fields = {c.name: getattr(trial, c.name) for c in Trial.__table__.columns if c.name != "id"}
+        fields |= {
+            "number": trial.number + 1000,
+            "config": json.dumps(config),
+            "config_key": config_key(config),
+        }
+        fields["kernel_sha"] = CONV2D.render(config, problem).fingerprint
+        grouped = store.add_trial(**fields)
+        store.set_best(best.device_id, best.problem_id, grouped, grouped.time_ms / 2)
+    finally:
+        store.close()
+    return config
+
+
+def test_a_stored_kernel_with_edge_groups_runs_everywhere(pixels_db, tmp_path):
+    """convolve(), a Convolver (whole and in chunks of rows) and an exported kernel run by
+    a host that knows only the manifest all give cv2's answer."""
+    db_path = tmp_path / "groups.db"
+    db_path.write_bytes(Path(pixels_db.removeprefix("sqlite:///")).read_bytes())
+    db = f"sqlite:///{db_path}"
+    _make_best_use_edge_groups(db)
+    options = {"mode": "same", "border": "mirror", "out_dtype": "same", "db": db}
+    choice = autotune.plan((24, 40), 3, dtype=np.uint8, **options)
+    assert choice.level == "exact" and choice.config["border_groups"] is True
+    rng = np.random.default_rng(8)
+    filt = filter_of(3, rng, "uint8")
+    for shape in ((24, 40), (37, 61)):
+        image = image_of("uint8", shape, rng)
+        theirs = cv2.filter2D(image, -1, filt).astype(int)
+        assert np.abs(autotune.convolve(image, filt, **options).astype(int) - theirs).max() <= 1
+        for chunks in (1, 3):
+            convolver = autotune.Convolver(
+                shape, filt, dtype=np.uint8, zero_copy=False, chunks=chunks, **options
+            )
+            assert convolver.plan.config["border_groups"] is True
+            assert np.abs(convolver(image).astype(int) - theirs).max() <= 1
+    out = tmp_path / "kernels"
+    result = run_cli(
+        "export", "-d", "0", "-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror",
+        "--out", str(out), "--db", db,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (manifest_path,) = out.glob("*.json")
+    manifest = json.loads(manifest_path.read_text())
+    assert "border_groups" in manifest and manifest["config"]["border_groups"] is True
+    variant = _manifest_variant(out, manifest)
+    image = image_of("uint8", (33, 47), rng)
+    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True)
+    assert np.abs(got.astype(int) - cv2.filter2D(image, -1, filt).astype(int)).max() <= 1
+
+
+def _manifest_variant(out: Path, manifest: dict):
+    """What a host reads from an exported manifest to launch the kernel."""
+    from autotune.families.base import KernelVariant
+
+    anchors = {"anchor": manifest["anchor"], "anchor_y": manifest["anchor_y"]} if "anchor" in manifest else {}
+    return KernelVariant(
+        (out / manifest["source"]).read_text(),
+        manifest["kernel_name"],
+        tuple(manifest["local_size"]),
+        tuple(manifest["work_per_item"]),
+        config={"border_groups": True} if "border_groups" in manifest else {},
+        render_key=anchors,
+    )
 
 
 @pytest.mark.parametrize(

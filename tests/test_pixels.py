@@ -338,13 +338,7 @@ def test_search_best_and_export_know_pixel_types_and_borders(pixels_db, tmp_path
     )["kernels"]
     assert related["fallback"] == "related_kind"
     out = tmp_path / "kernels"
-    result = run_cli(
-        "export", "-d", "0", "-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror",
-        "--out", str(out), "--db", pixels_db,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    (manifest_path,) = out.glob("*.json")
-    manifest = json.loads(manifest_path.read_text())
+    manifest = _export_uint8_mirror(pixels_db, out)
     assert (manifest["dtype"], manifest["out_dtype"], manifest["border"]) == ("uint8", "uint8", "mirror")
     assert manifest["arguments"][-1] == "const float border_value" and manifest["anchor"] == 1
     # a host that knows only the manifest runs it, and gets cv2's answer
@@ -436,18 +430,23 @@ def test_a_stored_kernel_with_edge_groups_runs_everywhere(pixels_db, tmp_path):
             assert convolver.plan.config["border_groups"] is True
             assert np.abs(convolver(image).astype(int) - theirs).max() <= 1
     out = tmp_path / "kernels"
+    manifest = _export_uint8_mirror(db, out)
+    assert "border_groups" in manifest and manifest["config"]["border_groups"] is True
+    variant = _manifest_variant(out, manifest)
+    image = image_of("uint8", (33, 47), rng)
+    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True)
+    assert np.abs(got.astype(int) - cv2.filter2D(image, -1, filt).astype(int)).max() <= 1
+
+
+def _export_uint8_mirror(db: str, out: Path) -> dict:
+    """`autotune export` of the uint8 mirror F = 3 kernel: its manifest."""
     result = run_cli(
         "export", "-d", "0", "-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror",
         "--out", str(out), "--db", db,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     (manifest_path,) = out.glob("*.json")
-    manifest = json.loads(manifest_path.read_text())
-    assert "border_groups" in manifest and manifest["config"]["border_groups"] is True
-    variant = _manifest_variant(out, manifest)
-    image = image_of("uint8", (33, 47), rng)
-    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True)
-    assert np.abs(got.astype(int) - cv2.filter2D(image, -1, filt).astype(int)).max() <= 1
+    return json.loads(manifest_path.read_text())
 
 
 def _manifest_variant(out: Path, manifest: dict):
@@ -505,6 +504,34 @@ def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
     wide = CONV2D.adapt_related(config, Conv2DProblem(17, 64, 64, border="mirror"), gpu)
     assert wide["cache_local"] is True and not wide["border_groups"]
     assert CONV2D.adapt_related(config, Conv2DProblem(3, 64, 64), gpu) == config  # 'valid': nothing
+
+
+def test_a_same_search_on_a_gpu_starts_from_the_valid_winner_with_edge_groups(tmp_path):
+    """The warm start lends a related kind's winner as the lookup would (edge work-groups
+    on a GPU), then as it is; a CPU gets it as it is."""
+    from autotune.store import Store
+    from autotune.tune import Tuner
+
+    db = f"sqlite:///{tmp_path / 'warm.db'}"
+    pixels = ("--dtype", "uint8", "--out-dtype", "same")
+    result = run_cli("search", "-d", "0", "-f", "3", "-s", "40x24", "--trials", "6", *pixels, "--db", db)
+    assert result.returncode == 0, result.stderr
+    (winner,) = cli_json("best", "--db", db)["kernels"]
+    winner = CONV2D.read_config(winner["config"])
+    same = Conv2DProblem(3, 40, 24, "uint8", out_dtype="uint8", border="mirror")
+    cpu = device_info(0)
+    gpu = dataclasses.replace(cpu, type="GPU")
+    grouped = CONV2D.adapt_related(winner, same, gpu)
+    assert grouped["border_groups"] is True or winner["cache_local"]
+    store = Store(db)
+    try:
+        for device, first in ((gpu, grouped), (cpu, winner)):
+            tuner = Tuner(store, 0, device, CONV2D, [same])
+            tuner.device_id = store.device_id(device)
+            warm = tuner._winners_elsewhere(same)
+            assert warm[0] == first and winner in warm
+    finally:
+        store.close()
 
 
 def _tiles_cover(problem: Conv2DProblem, config: dict) -> np.ndarray:

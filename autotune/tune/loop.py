@@ -378,7 +378,10 @@ class Tuner:
         first. Far ones count too: F = 33's winner is also fast at F = 17 and leads the
         search into a region it would not reach from F = 9 or 11. A related kind's winner
         is where a search of a new kind starts best: on the H200 a 30-trial search of a
-        batch of 512x512 frames at F = 9 ended 23% slower than the 4096x4096 kind's winner."""
+        batch of 512x512 frames at F = 9 ended 23% slower than the 4096x4096 kind's winner.
+        It comes first as the lookup would lend it (`adapt_related`), then as it is: a uint8
+        'same' search on the H200 that took the 'valid' winners as they were never tried them
+        with edge work-groups (BENCHMARKS.md, "Edge outputs in work-groups of their own")."""
         kind = problem.kind()
         rows = []
         for best, _, row in self.store.best(device_id=self.device_id, family=self.family.name):
@@ -388,7 +391,10 @@ class Tuner:
                 continue
             related = self.family.related_kind_distance(kind, other.kind())
             if related is not None:
-                rows.append(((0, related, size_distance(other.size, problem.size)), config))
+                # as the lookup lends it (a 'same' problem's edge handled its own way), then as it is
+                order = (0, related, size_distance(other.size, problem.size))
+                rows.append((order, self.family.adapt_related(config, problem, self.device)))
+                rows.append((order, config))
             elif other.size == problem.size:
                 rows.append(((1, self.family.warm_start_distance(kind, other.kind()), 0.0), config))
         rows.sort(key=lambda item: item[0])

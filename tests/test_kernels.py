@@ -67,6 +67,8 @@ def _knob_cases():
     space finds what a value needs; a value no valid config can take fails its test)."""
     base = {"filter_mode": "define", "local_x": 8, "local_y": 4, "work_x": 2, "work_y": 2}
     for name, knob in SPACE.knobs.items():
+        if name == "border_groups":  # 'same' output only: tests/test_pixels.py, edge work-groups
+            continue
         for value in knob.values:
             config = SPACE.with_value(base, name, value, {"filter_width": 5}, DEVICE)
             yield pytest.param(name, value, config, id=f"{name}={value}")

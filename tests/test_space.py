@@ -203,11 +203,13 @@ def test_with_value_on_the_kernel_space():
     assert space.with_value(base, "image_vector", 4, problem) == {**base, "image_vector": 4, "work_x": 4}
     assert space.with_value(base, "vector", 4, problem) == {**base, "vector": 4, "image_vector": 1}
     assert space.with_value(base, "filter_mode", "arg", problem) == {**base, "filter_mode": "arg"}
+    same = {**problem, "border": "mirror"}  # 'same' output: every knob value has a valid config
     for name, knob in space.knobs.items():
         for value in knob.values:
-            config = space.with_value(base, name, value, problem)
+            config = space.with_value(base, name, value, same)
             assert config is not None, f"no valid config has {name}={value}"
-            assert config[name] == value and space.violations(config, problem) == []
+            assert config[name] == value and space.violations(config, same) == []
+    assert space.with_value(base, "border_groups", True, problem) is None  # 'valid' output: none
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,8 @@ def resolve(
             if kind_distance is None:
                 continue
         config = family.read_config(best.config)
+        if config is not None and kind_distance is not None:
+            config = family.adapt_related(config, problem, device)  # lent as fits this kind
         if config is None or family.violations(config, problem, device):
             continue  # written for another space, or beyond this device's limits
         size = tuple(fields[name] for name in problem.size_fields)
@@ -101,8 +103,7 @@ def resolve(
         return _with_level(nearest, level)
     if related:
         _, nearest = min(related, key=lambda r: (r[0], size_distance(r[1].tuned_size, problem.size)))  # type: ignore[arg-type]
-        config = family.adapt_related(nearest.config, problem, device)
-        return Choice(**{**nearest.__dict__, "config": config, "level": "related_kind"})
+        return _with_level(nearest, "related_kind")
     if others:
         nearest = min(others, key=lambda c: size_distance(c.tuned_size, problem.size))  # type: ignore[arg-type]
         return _with_level(nearest, "same_vendor")

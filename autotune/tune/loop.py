@@ -391,12 +391,14 @@ class Tuner:
                 continue
             related = self.family.related_kind_distance(kind, other.kind())
             if related is not None:
-                # as the lookup lends it (a 'same' problem's edge handled its own way), then as it is
-                order = (0, related, size_distance(other.size, problem.size))
-                rows.append((order, self.family.adapt_related(config, problem, self.device)))
-                rows.append((order, config))
+                # as the lookup lends it (a 'same' problem's edge handled its own way); as it
+                # is after every related kind's lent one, where valid here
+                distance = size_distance(other.size, problem.size)
+                rows.append(((0, related, distance), self.family.adapt_related(config, problem, self.device)))
+                if not self.family.violations(config, problem, self.device):
+                    rows.append(((1, related, distance), config))
             elif other.size == problem.size:
-                rows.append(((1, self.family.warm_start_distance(kind, other.kind()), 0.0), config))
+                rows.append(((2, self.family.warm_start_distance(kind, other.kind()), 0.0), config))
         rows.sort(key=lambda item: item[0])
         configs: list[Config] = []
         for _, config in rows:

@@ -17,7 +17,7 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.c_header import CONVOLUTION_HEADER, HeaderLayout
-from autotune.families.conv2d.geometry import edge_rows, interior_box
+from autotune.families.conv2d.geometry import border_group_rows
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
@@ -163,13 +163,16 @@ class Conv2D(KernelFamily):
 
     def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:
         """A 'same' problem borrowing another kind's kernel on a GPU gives its edge outputs
-        work-groups of their own up to F = 9 (uint8 on the H200: 'same' 1.00-1.14x the
-        'valid' time of the same config, against 1.2-14x with tiles reading the border), and
+        work-groups of their own up to F = 9 (uint8 on the H200: 'same' 1.00-1.30x the
+        'valid' time of the same config, against 1.06-14x with tiles reading the border), and
         stages a wider filter's tile in __local memory, where the border costs nothing per
-        tap (F = 17: staged 1.10x, groups 1.25x). On a CPU (PoCL) edge groups lost 1.1-2x,
-        so a CPU keeps the config (BENCHMARKS.md, "Edge outputs in work-groups of their own")."""
+        tap (F = 17: staged 1.10x, groups 1.25-1.33x). On a CPU (PoCL) edge groups lost up to
+        2.2x, so a CPU keeps the config (BENCHMARKS.md, "Edge outputs in work-groups of their
+        own"). A 'valid' problem borrowing a 'same' kernel drops its edge groups."""
         assert isinstance(problem, Conv2DProblem)
-        if not problem.same or config.get("cache_local") or config.get("border_groups"):
+        if not problem.same:  # a 'same' kernel lent to 'valid' output: no border to group
+            return {**config, "border_groups": False} if config.get("border_groups") else config
+        if config.get("cache_local") or config.get("border_groups"):
             return config
         on_cpu = getattr(device, "is_cpu", True)  # no device known: as on a CPU
         if not on_cpu and max(problem.filter_shape) <= BORDER_GROUPS_MAX_WIDTH:
@@ -225,16 +228,16 @@ class Conv2D(KernelFamily):
         if not variant.config.get("border_groups"):
             return size
         assert isinstance(problem, Conv2DProblem)
-        row_values = problem.out_width * problem.channels
-        box = interior_box(
-            row_values,
+        extra = border_group_rows(
+            problem.out_width * problem.channels,
             problem.out_height,
             (variant.work_per_item[0], variant.work_per_item[1]),
             problem.filter_shape,
             (problem.anchor_column, problem.anchor_row),
             problem.channels,
+            size[0],
+            variant.local_size[1],
         )
-        extra = edge_rows(box.edge_outputs(row_values, problem.out_height), size[0], variant.local_size[1])
         return (size[0], size[1] + extra, *size[2:])
 
     def serves_any_data(self, config: Config) -> bool:

@@ -7,6 +7,7 @@ The kernel works the same numbers out from its arguments (templates/conv2d.cl.j2
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 
@@ -50,3 +51,20 @@ def edge_rows(edge_outputs: int, global_x: int, local_y: int) -> int:
     """Work-item rows (whole work-groups) that hold `edge_outputs`, one a work-item."""
     per_group_row = global_x * local_y
     return -(-edge_outputs // per_group_row) * local_y
+
+
+@functools.lru_cache(maxsize=256)
+def border_group_rows(
+    row_values: int,
+    rows: int,
+    work: tuple[int, int],
+    filter_shape: tuple[int, int],
+    anchor: tuple[int, int],
+    channels: int,
+    global_x: int,
+    local_y: int,
+) -> int:
+    """The launch rows a `border_groups` kernel adds (kept: every call of a Convolver asks
+    for the same ones)."""
+    box = interior_box(row_values, rows, work, filter_shape, anchor, channels)
+    return edge_rows(box.edge_outputs(row_values, rows), global_x, local_y)

@@ -17,7 +17,7 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.c_header import CONVOLUTION_HEADER, HeaderLayout
-from autotune.families.conv2d.geometry import border_group_rows
+from autotune.families.conv2d.geometry import edge_rows, interior_box
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
@@ -228,16 +228,16 @@ class Conv2D(KernelFamily):
         if not variant.config.get("border_groups"):
             return size
         assert isinstance(problem, Conv2DProblem)
-        extra = border_group_rows(
-            problem.out_width * problem.channels,
+        row_values = problem.out_width * problem.channels
+        box = interior_box(
+            row_values,
             problem.out_height,
             (variant.work_per_item[0], variant.work_per_item[1]),
             problem.filter_shape,
             (problem.anchor_column, problem.anchor_row),
             problem.channels,
-            size[0],
-            variant.local_size[1],
         )
+        extra = edge_rows(box.edge_outputs(row_values, problem.out_height), size[0], variant.local_size[1])
         return (size[0], size[1] + extra, *size[2:])
 
     def serves_any_data(self, config: Config) -> bool:

@@ -26,6 +26,7 @@ class InteriorBox:
         return (rows - self.height) * row_values + self.height * (row_values - self.width)
 
 
+@functools.lru_cache(maxsize=256)
 def interior_box(
     row_values: int,
     rows: int,
@@ -36,7 +37,7 @@ def interior_box(
 ) -> InteriorBox:
     """The box of whole work-item tiles (`work` = work_x, work_y outputs) whose inputs lie
     inside the image. `filter_shape`: (rows, width) of taps; `anchor`: (column, row) of
-    the tap over each output pixel."""
+    the tap over each output pixel. Kept: every call of a Convolver asks for the same one."""
     work_x, work_y = work
     filter_rows, filter_width = filter_shape
     anchor_x, anchor_y = anchor
@@ -51,20 +52,3 @@ def edge_rows(edge_outputs: int, global_x: int, local_y: int) -> int:
     """Work-item rows (whole work-groups) that hold `edge_outputs`, one a work-item."""
     per_group_row = global_x * local_y
     return -(-edge_outputs // per_group_row) * local_y
-
-
-@functools.lru_cache(maxsize=256)
-def border_group_rows(
-    row_values: int,
-    rows: int,
-    work: tuple[int, int],
-    filter_shape: tuple[int, int],
-    anchor: tuple[int, int],
-    channels: int,
-    global_x: int,
-    local_y: int,
-) -> int:
-    """The launch rows a `border_groups` kernel adds (kept: every call of a Convolver asks
-    for the same ones)."""
-    box = interior_box(row_values, rows, work, filter_shape, anchor, channels)
-    return edge_rows(box.edge_outputs(row_values, rows), global_x, local_y)

@@ -136,22 +136,27 @@ def _header(family: KernelFamily, parts: list[DeviceExport], request: ExportRequ
     """The C header of every device's kernels it holds (all of them, when asked for by
     name: then one it cannot hold is an error), with a default entry per width; None
     when it would hold nothing."""
+    layout = family.header_layout
     kernels: list[HeaderKernel] = []
-    defaults: dict[int, HeaderKernel] = {}
+    defaults: dict[tuple, HeaderKernel] = {}
     for position, part in enumerate(parts):
         for e in part.chosen:
-            if not request.asked_header and not holds_in_header(e.variant):
+            holds = holds_in_header(e.variant, layout)
+            if not request.asked_header and not holds:
                 continue
             kernels.append(HeaderKernel(position, e.variant, e.time_ms))
-            kind = tuple(e.variant.render_key[field] for field in family.header_layout.key_fields)
-            if holds_in_header(e.variant) and kind not in defaults and family.space.fallback is not None:
-                generic = family.render(dict(family.space.fallback.config), e.problem)
+            kind = (
+                *(e.variant.render_key[field] for field in layout.key_fields),
+                *(field.value(e.variant) for field in layout.kind_fields if field.in_kind),
+            )
+            if holds and kind not in defaults and family.space.fallback is not None:
+                generic = family.render(family.fallback(e.problem, None), e.problem)
                 defaults[kind] = HeaderKernel(DEFAULT_ENTRY, generic, None)
     if not kernels:
         return None
     devices = [part.device.fingerprint for part in parts]
     return c_header(
-        devices, kernels + list(defaults.values()), request.prefix, request.guard, family.header_layout
+        devices, kernels + list(defaults.values()), family.header_layout, request.prefix, request.guard
     )
 
 

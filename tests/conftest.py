@@ -49,3 +49,16 @@ def cli_json(*args: str, env: dict[str, str] | None = None) -> dict:
     assert envelope["schema_version"] == 1 and envelope["command"] == args[0]
     assert isinstance(envelope["data"], dict)
     return envelope["data"]
+
+
+@pytest.fixture(scope="session")
+def autotune_pocl_env(tmp_path_factory) -> dict[str, str]:
+    """Environment in which a C program's OpenCL loader finds the PoCL that autotune tuned
+    on (the one pyopencl's wheel bundles), so headers' tuned entries match its device
+    name; the system's PoCL names its device otherwise."""
+    import pyopencl
+
+    (library,) = (Path(pyopencl.__file__).parent / ".libs").glob("libpocl*.so*")
+    vendors = tmp_path_factory.mktemp("vendors")
+    (vendors / "autotune-pocl.icd").write_text(f"{library}\n")
+    return {**os.environ, "OCL_ICD_VENDORS": str(vendors)}

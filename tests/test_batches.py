@@ -190,10 +190,11 @@ def test_frames_are_a_problem_field_left_out_of_keys_of_one_frame():
         Conv2DProblem(5, 64, 32, frames=0)
 
 
-def test_batched_kernels_export_with_their_own_name_and_stay_out_of_the_header():
+def test_batched_kernels_export_with_their_own_name_and_a_kind_in_the_header():
     one = CONV2D.render({}, Conv2DProblem(5, 64, 32))
     batched = CONV2D.render({}, Conv2DProblem(5, 64, 32, frames=3))
-    assert holds_in_header(one) and not holds_in_header(batched)
+    assert holds_in_header(batched, CONV2D.header_layout)  # looked up by kind: batch = 1
+    assert holds_in_header(one) and not holds_in_header(batched)  # not by width alone
     assert CONV2D.export_stem(batched) == "convolve_f5_batch" != CONV2D.export_stem(one)
     assert CONV2D.manifest_fields(batched)["batch"] is True
     assert CONV2D.manifest_fields(one)["batch"] is False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autotune.errors import UsageError
@@ -17,6 +18,19 @@ from autotune.families.base import KernelVariant
 
 C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_ENTRY = -1  # a kernel's device index meaning: any device not in the table
+
+
+@dataclass(frozen=True)
+class KindField:
+    """A field of every header entry past its key: part of the kind a host looks kernels
+    up by (`in_kind`), or something the host launches the kernel by."""
+
+    name: str
+    c_type: str  # "int" or "const char *"
+    comment: str
+    value: Callable[[KernelVariant], int | str]
+    default: str = ""  # C expression of the kind's value in `<prefix>_default_kind(key...)`
+    in_kind: bool = True
 
 
 @dataclass(frozen=True)
@@ -30,16 +44,10 @@ class HeaderLayout:
     # Entries may be two launches (a second kernel of the same program, run after the
     # first): each entry says so, with the second kernel's name and geometry.
     second_launch: tuple[str, ...] = ()  # comment lines: what the second launch takes
-
-
-CONVOLUTION_HEADER = HeaderLayout(
-    kernels="tuned OpenCL convolution kernels",
-    key_fields=("filter_width",),
-    arguments=(
-        " * Arguments: input, filter, output, in_width, out_width, out_height, filter_width",
-        " * ('valid' correlation, float32, row-major). */",
-    ),
-)
+    # With kind fields the header holds kernels of every kind: a host fills a
+    # `<prefix>_kind` and looks it up; `find_kernel_for(key...)` asks for the default kind.
+    kind_fields: tuple[KindField, ...] = ()
+    launch_helper: tuple[str, ...] = ()  # C lines (`{p}`: the prefix) after the lookups
 
 
 @dataclass(frozen=True)
@@ -81,9 +89,11 @@ def check_c_name(name: str, what: str) -> str:
     return name
 
 
-def holds_in_header(variant: KernelVariant) -> bool:
-    """Whether the header holds this kernel: float32 'valid' ones of one frame and a
-    square filter (looked up by width)."""
+def holds_in_header(variant: KernelVariant, layout: HeaderLayout | None = None) -> bool:
+    """Whether the header holds this kernel: any, in a layout with kind fields; else
+    float32 'valid' ones of one frame and a square filter (looked up by width)."""
+    if layout is not None and layout.kind_fields:
+        return True
     return not ({"border", "batch", "filter_height"} & set(variant.render_key))
 
 
@@ -94,9 +104,9 @@ def header_name(prefix: str) -> str:
 def c_header(
     devices: list[dict[str, str]],
     kernels: list[HeaderKernel],
+    layout: HeaderLayout,
     prefix: str = "autotune",
     guard: str | None = None,
-    layout: HeaderLayout = CONVOLUTION_HEADER,
 ) -> str:
     """A self-contained C header. `devices` are fingerprints (platform, vendor, name,
     driver); `guard` defaults to one derived from the contents, unique to this export."""
@@ -105,7 +115,7 @@ def c_header(
             raise UsageError(
                 f"--format header holds kernels of one launch{' or two' if layout.second_launch else ''}"
             )
-        if not holds_in_header(kernel.variant):
+        if not holds_in_header(kernel.variant, layout):
             raise UsageError(
                 "--format header holds float32 'valid' kernels of square filters (looked up by width); "
                 "export kernels of other pixel types, a border, a batch or rows x F filters "
@@ -130,11 +140,16 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
             _comment(f"[{i}] {d['name']} ({d['vendor']}; {d['platform']}; driver {d['driver']})")
             for i, d in enumerate(devices)
         ],
-        f" * Pick one at run time: {p}_find_kernel_for(platform, device name, {kind_words}).",
+        f" * Pick one at run time: {p}_find_kernel_for(platform, device name, {kind_words})"
+        + (
+            f",\n * or of any kind: {p}_find_kernel_of(platform, device name, &kind)."
+            if layout.kind_fields
+            else "."
+        ),
         " * Each entry: OpenCL C source, build options and launch geometry. Launch with",
         " *   local  = {local_size[0], local_size[1]}",
         f" *   global = {p}_global_size(k, out_width, out_height)",
-        *layout.arguments,
+        *[line.replace("{p}", p) for line in layout.arguments],
         *layout.second_launch,
         "",
         *[f"#define {p.upper()}_{line}" for line in layout.defines],
@@ -152,6 +167,7 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
         "typedef struct {",
         f"    int device; /* index in {p}_devices; {DEFAULT_ENTRY}: default entry, for other devices */",
         *[f"    int {field};" for field in layout.key_fields],
+        *[_member(field, p) for field in layout.kind_fields],
         "    const char *kernel_name;",
         "    const char *source;",
         "    const char *build_options;",
@@ -184,6 +200,7 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
             "  {",
             f"    {kernel.device},",
             *[f"    {variant.render_key[field]}," for field in layout.key_fields],
+            *[f"    {_c_value(field.value(variant))}," for field in layout.kind_fields],
             f'    "{variant.kernel_name}",',
             _c_string(variant.source) + ",",
             f'    "{" ".join(variant.build_options)}",',
@@ -198,27 +215,7 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
         "",
         f"static const int {p}_kernel_count = {len(kernels)};",
         "",
-        "/* The kernel tuned on a device of this name (and platform; NULL matches any) for",
-        f" * this {kind_words}; else the default entry of that kind (a generic kernel, never",
-        " * tuned); NULL when the header holds no kernel of that kind. */",
-        f"static inline const {p}_kernel *",
-        f"{p}_find_kernel_for(const char *platform, const char *device_name, {kind_parameters}) {{",
-        f"    const {p}_kernel *fallback = NULL;",
-        f"    for (int i = 0; i < {p}_kernel_count; ++i) {{",
-        f"        const {p}_kernel *k = &{p}_kernels[i];",
-        "        if ({}) continue;".format(" || ".join(f"k->{f} != {f}" for f in layout.key_fields)),
-        f"        if (k->device == {DEFAULT_ENTRY}) {{",
-        "            if (!fallback) fallback = k;",
-        "            continue;",
-        "        }",
-        f"        const {p}_device *d = &{p}_devices[k->device];",
-        "        if (device_name && strcmp(d->name, device_name) == 0 &&",
-        "            (!platform || strcmp(d->platform, platform) == 0))",
-        "            return k;",
-        "    }",
-        "    return fallback;",
-        "}",
-        "",
+        *(_kind_lookup(p, layout) if layout.kind_fields else _key_lookup(p, layout)),
         f"/* The kernel of this {kind_words} for the first device in the table, else the",
         " * default entry; NULL when the header holds no kernel of that kind. */",
         f"static inline const {p}_kernel *{p}_find_kernel({kind_parameters}) {{",
@@ -250,7 +247,106 @@ def _body(devices: list[dict[str, str]], kernels: list[HeaderKernel], p: str, la
             "}",
             "",
         ]
+    parts += [line.replace("{p}", p) for line in layout.launch_helper]
     return "\n".join(parts)
+
+
+def _member(field: KindField, p: str) -> str:
+    """A struct member's line, with its comment."""
+    space = "" if field.c_type.endswith("*") else " "
+    return f"    {field.c_type}{space}{field.name}; /* {field.comment.replace('{p}', p)} */"
+
+
+def _c_value(value: int | str) -> str:
+    return _c_text(value) if isinstance(value, str) else str(int(value))
+
+
+def _search(p: str, signature: str, skip: str) -> list[str]:
+    """A lookup function: the entry tuned on the named device, else the first default
+    entry, of the kind `skip` does not reject."""
+    return [
+        f"static inline const {p}_kernel *",
+        f"{p}_{signature} {{",
+        f"    const {p}_kernel *fallback = NULL;",
+        f"    for (int i = 0; i < {p}_kernel_count; ++i) {{",
+        f"        const {p}_kernel *k = &{p}_kernels[i];",
+        f"        if ({skip}) continue;",
+        f"        if (k->device == {DEFAULT_ENTRY}) {{",
+        "            if (!fallback) fallback = k;",
+        "            continue;",
+        "        }",
+        f"        const {p}_device *d = &{p}_devices[k->device];",
+        "        if (device_name && strcmp(d->name, device_name) == 0 &&",
+        "            (!platform || strcmp(d->platform, platform) == 0))",
+        "            return k;",
+        "    }",
+        "    return fallback;",
+        "}",
+        "",
+    ]
+
+
+def _key_lookup(p: str, layout: HeaderLayout) -> list[str]:
+    """Entries looked up by their key fields alone."""
+    kind_parameters = ", ".join(f"int {field}" for field in layout.key_fields)
+    kind_words = ", ".join(field.replace("_", " ") for field in layout.key_fields)
+    return [
+        "/* The kernel tuned on a device of this name (and platform; NULL matches any) for",
+        f" * this {kind_words}; else the default entry of that kind (a generic kernel, never",
+        " * tuned); NULL when the header holds no kernel of that kind. */",
+        *_search(
+            p,
+            f"find_kernel_for(const char *platform, const char *device_name, {kind_parameters})",
+            " || ".join(f"k->{f} != {f}" for f in layout.key_fields),
+        ),
+    ]
+
+
+def _kind_lookup(p: str, layout: HeaderLayout) -> list[str]:
+    """Entries looked up by a kind: key fields and kind fields (strings compared)."""
+    key_parameters = ", ".join(f"int {field}" for field in layout.key_fields)
+    key_words = ", ".join(field.replace("_", " ") for field in layout.key_fields)
+    kind_fields = [f for f in layout.kind_fields if f.in_kind]
+    differs = [f"k->{f} != kind->{f}" for f in layout.key_fields] + [
+        f"strcmp(k->{f.name}, kind->{f.name}) != 0"
+        if f.c_type.endswith("*")
+        else f"k->{f.name} != kind->{f.name}"
+        for f in kind_fields
+    ]
+    return [
+        "/* A kind of kernel: what a host looks entries up by. Start from",
+        f" * {p}_default_kind(...) and change what differs; strings must not be NULL. */",
+        "typedef struct {",
+        *[f"    int {field};" for field in layout.key_fields],
+        *[_member(field, p) for field in kind_fields],
+        f"}} {p}_kind;",
+        "",
+        f"static inline {p}_kind {p}_default_kind({key_parameters}) {{",
+        f"    {p}_kind kind = {{{', '.join([*layout.key_fields, *(f.default for f in kind_fields)])}}};",
+        "    return kind;",
+        "}",
+        "",
+        "static inline int",
+        f"{p}_kind_differs(const {p}_kernel *k, const {p}_kind *kind) {{",
+        "    return " + "\n        || ".join(differs) + ";",
+        "}",
+        "",
+        "/* The kernel tuned on a device of this name (and platform; NULL matches any) of",
+        " * this kind; else the default entry of that kind (a generic kernel, never tuned);",
+        " * NULL when the header holds no kernel of that kind. */",
+        *_search(
+            p,
+            "find_kernel_of(const char *platform, const char *device_name, const " + p + "_kind *kind)",
+            f"{p}_kind_differs(k, kind)",
+        ),
+        f"/* The same, for the default kind of this {key_words}. */",
+        "static inline const " + p + "_kernel *",
+        f"{p}_find_kernel_for(const char *platform, const char *device_name, {key_parameters}) {{",
+        f"    {p}_kind kind = {p}_default_kind({', '.join(layout.key_fields)});",
+        f"    return {p}_find_kernel_of(platform, device_name, &kind);",
+        "}",
+        "",
+    ]
 
 
 def _second_launch(variant: KernelVariant) -> list[str]:

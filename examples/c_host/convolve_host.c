@@ -1,24 +1,33 @@
 /* Run a kernel exported by `autotune export --format header` on any OpenCL device.
  *
- *   convolve_host [-d DEVICE] IMAGE FILTER OUTPUT
+ *   convolve_host [-d DEVICE] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT
  *
- * IMAGE: a binary PGM (P5, 8 or 16 bit) or raw float32 given as WIDTHxHEIGHT:path.raw
- * FILTER: a text file of F*F numbers (row-major, whitespace separated); with a header of
- *   separable kernels (AUTOTUNE_SEPARABLE), 2r lines of F numbers: the r row-tap lines of
- *   the filter's terms, then their r column-tap lines (the filter is their sum of outer
- *   products, column x row)
- * OUTPUT: raw float32, (W-F+1) x (H-F+1), row-major; the size is printed.
+ * IMAGE: a binary PGM (P5) or PPM (P6, 3 channels), 8 or 16 bit, or raw float32 given as
+ *   WIDTHxHEIGHT:path.raw (WIDTHxHEIGHTxCHANNELS:path.raw for interleaved channels)
+ * FILTER: a text file of numbers: one line of F*F (an F x F filter), or R lines of F (an
+ *   R x F filter, row-major); with a header of separable kernels (AUTOTUNE_SEPARABLE),
+ *   2r lines of F numbers: the r row-tap lines of the filter's terms, then their r
+ *   column-tap lines (the filter is their sum of outer products, column x row)
+ * BORDER: none ('valid' output, the default) or constant, replicate, reflect, mirror, wrap
+ *   ('same' output: past its edge the image reads this way; VALUE: the constant's value;
+ *   X,Y: the filter's column and row over each output, by default F / 2, R / 2 as cv2's)
+ * -o same: output of the image's pixel type (rounded, saturated), else float32
+ * OUTPUT: raw values, row-major, channels interleaved; a .pgm or .ppm name writes such a
+ *   file when the output is 8 or 16 bit. stdout gets its size: WIDTHxHEIGHT[xCHANNELS].
  * DEVICE: index over all platforms' devices in the loader's order (default 0).
  *
  * The kernel is picked at run time from the header's table by the device's platform
- * and name: the one tuned on that device, else the header's default entry for the
- * filter width (stderr says which). Plain OpenCL 1.2 C API, nothing else: what any C/C++
- * project needs to use the tuned kernels. A filter width that was not exported is an
- * error. */
+ * and name and by the kind the arguments make (filter size, pixel types, border, anchor,
+ * channels): the one tuned on that device, else the header's default entry of that kind
+ * (stderr says which). A PGM or PPM image goes to the kernel as its own 8 or 16-bit
+ * pixels; where the header holds no kernel for them, as float32 converted here. Plain
+ * OpenCL 1.2 C API, nothing else: what any C/C++ project needs to use the tuned kernels.
+ * A kind that was not exported is an error. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,64 +55,102 @@ static void trim(char *text) {
     text[end - start] = '\0';
 }
 
-static float *read_pgm(const char *path, int *width, int *height) {
+/* An image as read: width x height pixels of `channels` interleaved values, each of
+ * `bytes` bytes: uint8 (1), native-endian uint16 (2) or float32 (4). */
+typedef struct {
+    int width, height, channels;
+    size_t bytes;
+    const char *dtype;
+    void *values;
+} image_t;
+
+static size_t image_values(const image_t *image) {
+    return (size_t)image->width * (size_t)image->height * (size_t)image->channels;
+}
+
+/* The next number of a PNM header, past whitespace and # comments. */
+static int pnm_number(FILE *f) {
+    int c = fgetc(f);
+    while (c == '#' || isspace(c)) {
+        if (c == '#')
+            while (c != '\n' && c != EOF) c = fgetc(f);
+        c = fgetc(f);
+    }
+    int value = 0, digits = 0;
+    for (; c != EOF && isdigit(c); c = fgetc(f), ++digits) value = value * 10 + (c - '0');
+    if (digits == 0 || !isspace(c)) die("not a binary PGM (P5) or PPM (P6)");
+    return value;
+}
+
+static image_t read_pnm(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) die("cannot open the image");
-    int maxval;
-    if (fscanf(f, "P5 %d %d %d", width, height, &maxval) != 3 || maxval <= 0 || maxval > 65535)
-        die("not a binary PGM (P5)");
-    fgetc(f); /* the single whitespace after the header */
-    size_t n = (size_t)*width * (size_t)*height;
-    float *pixels = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; ++i) {
-        int hi = fgetc(f), value = hi;
-        if (maxval > 255) value = (hi << 8) | fgetc(f);
-        if (hi == EOF) die("truncated PGM");
-        pixels[i] = (float)value;
+    char magic[2];
+    if (fread(magic, 1, 2, f) != 2 || magic[0] != 'P' || (magic[1] != '5' && magic[1] != '6'))
+        die("not a binary PGM (P5) or PPM (P6)");
+    image_t image = {0, 0, magic[1] == '6' ? 3 : 1, 1, "uint8", NULL};
+    image.width = pnm_number(f);
+    image.height = pnm_number(f);
+    int maxval = pnm_number(f); /* then the single whitespace pnm_number read */
+    if (image.width <= 0 || image.height <= 0 || maxval <= 0 || maxval > 65535) die("bad PGM/PPM header");
+    if (maxval > 255) {
+        image.bytes = 2;
+        image.dtype = "uint16";
     }
+    size_t n = image_values(&image);
+    unsigned char *raw = malloc(n * image.bytes);
+    if (fread(raw, image.bytes, n, f) != n) die("truncated PGM/PPM");
     fclose(f);
-    return pixels;
+    if (image.bytes == 2) { /* PNM stores 16-bit values big-endian */
+        uint16_t *wide = malloc(n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; ++i) wide[i] = (uint16_t)(raw[2 * i] << 8 | raw[2 * i + 1]);
+        free(raw);
+        image.values = wide;
+    } else {
+        image.values = raw;
+    }
+    return image;
 }
 
-static float *read_raw(const char *spec, int *width, int *height) {
+static image_t read_raw(const char *spec) {
     char path[4096];
-    if (sscanf(spec, "%dx%d:%4095s", width, height, path) != 3 || *width <= 0 || *height <= 0)
-        die("raw images are given as WIDTHxHEIGHT:path.raw");
-    size_t n = (size_t)*width * (size_t)*height;
-    float *pixels = malloc(n * sizeof(float));
+    image_t image = {0, 0, 1, sizeof(float), "float32", NULL};
+    if (sscanf(spec, "%dx%dx%d:%4095s", &image.width, &image.height, &image.channels, path) != 4) {
+        image.channels = 1;
+        if (sscanf(spec, "%dx%d:%4095s", &image.width, &image.height, path) != 3)
+            die("raw images are given as WIDTHxHEIGHT:path.raw or WIDTHxHEIGHTxCHANNELS:path.raw");
+    }
+    if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4)
+        die("a raw image needs a positive size and 1 to 4 channels");
+    size_t n = image_values(&image);
+    image.values = malloc(n * sizeof(float));
     FILE *f = fopen(path, "rb");
-    if (!f || fread(pixels, sizeof(float), n, f) != n) die("cannot read the raw float32 image");
+    if (!f || fread(image.values, sizeof(float), n, f) != n) die("cannot read the raw float32 image");
     fclose(f);
-    return pixels;
+    return image;
 }
 
-#ifndef AUTOTUNE_SEPARABLE
-static float *read_filter(const char *path, int *filter_width) {
+/* The image's values as float32 (a copy, unless they are float32 already). */
+static image_t as_float32(image_t image) {
+    if (image.bytes == sizeof(float)) return image;
+    size_t n = image_values(&image);
+    float *values = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; ++i)
+        values[i] = image.bytes == 1 ? (float)((unsigned char *)image.values)[i] : (float)((uint16_t *)image.values)[i];
+    free(image.values);
+    image.values = values;
+    image.bytes = sizeof(float);
+    image.dtype = "float32";
+    return image;
+}
+
+/* Lines of numbers (blank lines skipped), all of one length: their count and length. */
+static float *read_numbers(const char *path, int *lines, int *per_line) {
     FILE *f = fopen(path, "r");
     if (!f) die("cannot open the filter");
     size_t count = 0, capacity = 64;
     float *values = malloc(capacity * sizeof(float));
-    float v;
-    while (fscanf(f, "%f", &v) == 1) {
-        if (count == capacity) values = realloc(values, (capacity *= 2) * sizeof(float));
-        values[count++] = v;
-    }
-    fclose(f);
-    int width = (int)lround(sqrt((double)count));
-    if (count == 0 || (size_t)width * (size_t)width != count) die("the filter must hold F*F numbers");
-    *filter_width = width;
-    return values;
-}
-
-#else
-/* 2r lines of F numbers (blank lines skipped): r lines of row taps, then r of column
- * taps; returned as one array, row taps first (the kernel's two tap arguments). */
-static float *read_taps(const char *path, int *filter_width, int *rank) {
-    FILE *f = fopen(path, "r");
-    if (!f) die("cannot open the taps");
-    size_t count = 0, capacity = 64;
-    float *values = malloc(capacity * sizeof(float));
-    int lines = 0, width = 0;
+    *lines = *per_line = 0;
     static char line[1 << 16];
     while (fgets(line, sizeof line, f)) {
         int in_line = 0;
@@ -115,79 +162,200 @@ static float *read_taps(const char *path, int *filter_width, int *rank) {
             cursor = end;
         }
         if (in_line == 0) continue;
-        if (width && in_line != width) die("every line of taps must hold the same F numbers");
-        width = in_line;
-        ++lines;
+        if (*per_line && in_line != *per_line) die("every line of the filter must hold the same count of numbers");
+        *per_line = in_line;
+        ++*lines;
     }
     fclose(f);
-    if (lines == 0 || lines % 2) die("the taps must be 2r lines: r lines of row taps, then r of column taps");
-    *filter_width = width;
+    if (*lines == 0) die("the filter holds no numbers");
+    return values;
+}
+
+#ifndef AUTOTUNE_SEPARABLE
+/* One line of F*F numbers: F x F; R lines of F: R x F. */
+static float *read_filter(const char *path, int *filter_height, int *filter_width) {
+    int lines, per_line;
+    float *values = read_numbers(path, &lines, &per_line);
+    *filter_height = lines;
+    *filter_width = per_line;
+    if (lines == 1) {
+        int width = (int)lround(sqrt((double)per_line));
+        if (width * width != per_line) die("one line of a filter must hold F*F numbers");
+        *filter_height = *filter_width = width;
+    }
+    return values;
+}
+
+static size_t pixel_bytes(const char *dtype) {
+    if (strcmp(dtype, "uint8") == 0) return 1;
+    if (strcmp(dtype, "float32") == 0) return 4;
+    return 2; /* uint16, int16, float16 */
+}
+
+/* Output as a PGM/PPM file where its name says so and its pixels are 8 or 16 bit. */
+static int write_pnm(const char *path, const void *values, size_t bytes, const char *dtype, int width,
+                     int height, int channels) {
+    size_t length = strlen(path);
+    int pgm = length > 4 && strcmp(path + length - 4, ".pgm") == 0;
+    int ppm = length > 4 && strcmp(path + length - 4, ".ppm") == 0;
+    if (!pgm && !ppm) return 0;
+    if ((pgm && channels != 1) || (ppm && channels != 3)) die("a .pgm output takes 1 channel, a .ppm 3");
+    if (strcmp(dtype, "uint8") != 0 && strcmp(dtype, "uint16") != 0)
+        die("a .pgm or .ppm output needs 8 or 16-bit pixels (-o same with such an image)");
+    FILE *f = fopen(path, "wb");
+    if (!f) die("cannot write the output");
+    fprintf(f, "P%c\n%d %d\n%d\n", pgm ? '5' : '6', width, height, bytes == 1 ? 255 : 65535);
+    size_t n = (size_t)width * height * channels;
+    for (size_t i = 0; i < n; ++i) {
+        if (bytes == 1) {
+            fputc(((const unsigned char *)values)[i], f);
+        } else {
+            uint16_t v = ((const uint16_t *)values)[i];
+            fputc(v >> 8, f);
+            fputc(v & 0xff, f);
+        }
+    }
+    if (fclose(f) != 0) die("cannot write the output");
+    return 1;
+}
+
+#else
+/* 2r lines of F numbers (blank lines skipped): r lines of row taps, then r of column
+ * taps; returned as one array, row taps first (the kernel's two tap arguments). */
+static float *read_taps(const char *path, int *filter_width, int *rank) {
+    int lines;
+    float *values = read_numbers(path, &lines, filter_width);
+    if (lines % 2) die("the taps must be 2r lines: r lines of row taps, then r of column taps");
     *rank = lines / 2;
     return values;
 }
 #endif
 
-int main(int argc, char **argv) {
-    int device_index = 0, arg = 1;
-    if (argc > 2 && strcmp(argv[1], "-d") == 0) {
-        device_index = atoi(argv[2]);
-        arg = 3;
-    }
 #ifdef AUTOTUNE_SEPARABLE
-    if (argc - arg != 3) die("usage: convolve_host [-d DEVICE] IMAGE TAPS OUTPUT");
+#define USAGE "usage: convolve_host [-d DEVICE] IMAGE TAPS OUTPUT"
 #else
-    if (argc - arg != 3) die("usage: convolve_host [-d DEVICE] IMAGE FILTER OUTPUT");
+#define USAGE "usage: convolve_host [-d DEVICE] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT"
 #endif
-    const char *image_path = argv[arg], *filter_path = argv[arg + 1], *output_path = argv[arg + 2];
 
-    int in_width, in_height, filter_width;
-    float *image = strchr(image_path, ':') ? read_raw(image_path, &in_width, &in_height)
-                                           : read_pgm(image_path, &in_width, &in_height);
-#ifdef AUTOTUNE_SEPARABLE
-    int rank;
-    float *filter = read_taps(filter_path, &filter_width, &rank); /* row taps, then column taps */
-#else
-    float *filter = read_filter(filter_path, &filter_width);
-#endif
-    if (in_width < filter_width || in_height < filter_width) die("the image is smaller than the filter");
-    int out_width = in_width - filter_width + 1, out_height = in_height - filter_width + 1;
-
-    /* The device_index-th device over all platforms. */
+/* The device_index-th device over all platforms, and its platform. */
+static cl_device_id pick_device(int device_index, cl_platform_id *platform) {
     cl_uint platform_count = 0;
     check(clGetPlatformIDs(0, NULL, &platform_count), "clGetPlatformIDs");
     if (platform_count == 0) die("no OpenCL platform");
     cl_platform_id *platforms = malloc(platform_count * sizeof(cl_platform_id));
     check(clGetPlatformIDs(platform_count, platforms, NULL), "clGetPlatformIDs");
     cl_device_id device = NULL;
-    cl_platform_id platform = NULL;
     int seen = 0;
     for (cl_uint p = 0; p < platform_count && !device; ++p) {
         cl_uint n = 0;
         if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n) != CL_SUCCESS) continue;
         cl_device_id *devices = malloc(n * sizeof(cl_device_id));
         clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n, devices, NULL);
-        if (device_index < seen + (int)n) {
+        if (device_index >= seen && device_index < seen + (int)n) {
             device = devices[device_index - seen];
-            platform = platforms[p];
+            *platform = platforms[p];
         }
         seen += (int)n;
         free(devices);
     }
+    free(platforms);
     if (!device) die("no OpenCL device with that index");
+    return device;
+}
 
-    /* This device's kernel from the header's table, by platform and device name. */
+static cl_mem buffer(cl_context context, cl_mem_flags flags, size_t bytes, void *values, const char *what) {
+    cl_int status;
+    cl_mem made = clCreateBuffer(context, flags | (values ? CL_MEM_COPY_HOST_PTR : 0), bytes, values, &status);
+    check(status, what);
+    return made;
+}
+
+int main(int argc, char **argv) {
+    int device_index = 0, arg = 1;
+#ifndef AUTOTUNE_SEPARABLE
+    const char *border = "none";
+    float border_value = 0.0f;
+    int anchor = -1, anchor_y = -1, same_pixels_out = 0;
+#endif
+    while (argc - arg > 3 && argv[arg][0] == '-' && argv[arg][1] && !argv[arg][2]) {
+        const char *value = argv[arg + 1];
+        switch (argv[arg][1]) {
+            case 'd': device_index = atoi(value); break;
+#ifndef AUTOTUNE_SEPARABLE
+            case 'b': border = value; break;
+            case 'v': border_value = strtof(value, NULL); break;
+            case 'a':
+                if (sscanf(value, "%d,%d", &anchor, &anchor_y) != 2) die("-a takes the filter's column and row: X,Y");
+                break;
+            case 'o':
+                if (strcmp(value, "same") != 0 && strcmp(value, "float32") != 0) die("-o takes same or float32");
+                same_pixels_out = strcmp(value, "same") == 0;
+                break;
+#endif
+            default: die(USAGE);
+        }
+        arg += 2;
+    }
+    if (argc - arg != 3) die(USAGE);
+    const char *image_path = argv[arg], *filter_path = argv[arg + 1], *output_path = argv[arg + 2];
+    image_t image = strchr(image_path, ':') ? read_raw(image_path) : read_pnm(image_path);
+
+    cl_platform_id platform = NULL;
+    cl_device_id device = pick_device(device_index, &platform);
     char platform_name[1024], device_name[1024];
     check(clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof platform_name, platform_name, NULL),
           "clGetPlatformInfo");
     check(clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof device_name, device_name, NULL), "clGetDeviceInfo");
     trim(platform_name);
     trim(device_name);
+
+    /* This device's kernel from the header's table, by platform, device name and kind. */
 #ifdef AUTOTUNE_SEPARABLE
+    int filter_width, rank;
+    float *filter = read_taps(filter_path, &filter_width, &rank); /* row taps, then column taps */
+    image = as_float32(image);
+    if (image.channels != 1) die("separable kernels take one channel");
+    if (image.width < filter_width || image.height < filter_width) die("the image is smaller than the filter");
+    int out_width = image.width - filter_width + 1, out_height = image.height - filter_width + 1;
     const autotune_kernel *k = autotune_find_kernel_for(platform_name, device_name, filter_width, rank);
     if (!k) die("no exported kernel for this filter width and rank");
 #else
-    const autotune_kernel *k = autotune_find_kernel_for(platform_name, device_name, filter_width);
-    if (!k) die("no exported kernel for this filter width");
+    int filter_height, filter_width;
+    float *filter = read_filter(filter_path, &filter_height, &filter_width);
+    int same = strcmp(border, "none") != 0;
+    if (anchor == -1 && anchor_y == -1) {
+        anchor = filter_width / 2; /* cv2.filter2D's default anchor */
+        anchor_y = filter_height / 2;
+    }
+    if (!same && (image.width < filter_width || image.height < filter_height))
+        die("the image is smaller than the filter ('valid' output)");
+    if (anchor < 0 || anchor >= filter_width || anchor_y < 0 || anchor_y >= filter_height)
+        die("-a X,Y must name a column and a row of the filter");
+    int out_width = same ? image.width : image.width - filter_width + 1;
+    int out_height = same ? image.height : image.height - filter_height + 1;
+    autotune_kind kind = autotune_default_kind(filter_width);
+    kind.filter_height = filter_height;
+    kind.border = border;
+    kind.anchor = same ? anchor : -1;
+    kind.anchor_y = same ? anchor_y : -1;
+    kind.channels = image.channels;
+    kind.out_dtype = same_pixels_out ? image.dtype : "float32";
+    /* The image's own pixels; else float32, converted here. */
+    kind.dtype = image.dtype;
+    const autotune_kernel *k = autotune_find_kernel_of(platform_name, device_name, &kind);
+    if (!k && image.bytes != sizeof(float)) {
+        kind.dtype = "float32";
+        k = autotune_find_kernel_of(platform_name, device_name, &kind);
+        if (k) image = as_float32(image);
+    }
+    if (!k) {
+        fprintf(stderr,
+                "convolve_host: no exported kernel for a %dx%d filter, %s->%s pixels, %d channel(s), border %s"
+                " (anchor %d,%d)\n",
+                filter_height, filter_width, image.dtype, kind.out_dtype, image.channels, border, kind.anchor,
+                kind.anchor_y);
+        return 1;
+    }
 #endif
     fprintf(stderr, "convolve_host: %s (%s): %s\n", device_name, platform_name,
             k->device < 0 ? "no kernel tuned on it, using the default entry" : "kernel tuned on it");
@@ -209,44 +377,32 @@ int main(int argc, char **argv) {
     cl_kernel kernel = clCreateKernel(program, k->kernel_name, &status);
     check(status, "clCreateKernel");
 
-    size_t in_bytes = sizeof(float) * (size_t)in_width * in_height;
+    cl_mem input_buf = buffer(context, CL_MEM_READ_ONLY, image_values(&image) * image.bytes, image.values,
+                              "clCreateBuffer(input)");
 #ifdef AUTOTUNE_SEPARABLE
     size_t filter_bytes = sizeof(float) * (size_t)filter_width * rank; /* one of the two tap arrays */
-#else
-    size_t filter_bytes = sizeof(float) * (size_t)filter_width * filter_width;
-#endif
     size_t out_bytes = sizeof(float) * (size_t)out_width * out_height;
-    cl_mem input_buf = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, in_bytes, image, &status);
-    check(status, "clCreateBuffer(input)");
-    cl_mem filter_buf = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, filter_bytes, filter,
-                                       &status);
-    check(status, "clCreateBuffer(filter)");
-#ifdef AUTOTUNE_SEPARABLE
-    cl_mem column_buf = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, filter_bytes,
-                                       filter + (size_t)filter_width * rank, &status);
-    check(status, "clCreateBuffer(column taps)");
-#endif
-    cl_mem output_buf = clCreateBuffer(context, CL_MEM_WRITE_ONLY, out_bytes, NULL, &status);
-    check(status, "clCreateBuffer(output)");
-
-#ifdef AUTOTUNE_SEPARABLE
+    const char *out_dtype = "float32";
+    cl_mem filter_buf = buffer(context, CL_MEM_READ_ONLY, filter_bytes, filter, "clCreateBuffer(row taps)");
+    cl_mem column_buf = buffer(context, CL_MEM_READ_ONLY, filter_bytes, filter + (size_t)filter_width * rank,
+                               "clCreateBuffer(column taps)");
+    cl_mem output_buf = buffer(context, CL_MEM_WRITE_ONLY, out_bytes, NULL, "clCreateBuffer(output)");
     cl_mem rows_buf = NULL;
     if (k->second_kernel_name) {
         /* Two launches: the row pass into a scratch buffer of rank x in_height x pitch floats
          * (pitch: out_width rounded up to a multiple of 4), then the column pass from it, in
          * order on the queue. */
         size_t pitch = ((size_t)out_width + 3) / 4 * 4;
-        rows_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, sizeof(float) * (size_t)rank * in_height * pitch, NULL,
-                                  &status);
-        check(status, "clCreateBuffer(rows)");
+        rows_buf = buffer(context, CL_MEM_READ_WRITE, sizeof(float) * (size_t)rank * image.height * pitch, NULL,
+                          "clCreateBuffer(rows)");
         cl_kernel columns = clCreateKernel(program, k->second_kernel_name, &status);
         check(status, "clCreateKernel(second)");
         /* input, row_taps, rows, in_width, in_height, out_width */
         cl_mem row_buffers[3] = {input_buf, filter_buf, rows_buf};
-        cl_int row_args[3] = {in_width, in_height, out_width};
+        cl_int row_args[3] = {image.width, image.height, out_width};
         /* rows, column_taps, output, in_height, out_width, out_height */
         cl_mem column_buffers[3] = {rows_buf, column_buf, output_buf};
-        cl_int column_args[3] = {in_height, out_width, out_height};
+        cl_int column_args[3] = {image.height, out_width, out_height};
         for (int i = 0; i < 3; ++i) {
             check(clSetKernelArg(kernel, i, sizeof(cl_mem), &row_buffers[i]), "clSetKernelArg");
             check(clSetKernelArg(kernel, 3 + i, sizeof(cl_int), &row_args[i]), "clSetKernelArg");
@@ -254,7 +410,7 @@ int main(int argc, char **argv) {
             check(clSetKernelArg(columns, 3 + i, sizeof(cl_int), &column_args[i]), "clSetKernelArg");
         }
         size_t rows_global[2], columns_global[2];
-        autotune_global_size(k, (size_t)out_width, (size_t)in_height, rows_global);
+        autotune_global_size(k, (size_t)out_width, (size_t)image.height, rows_global);
         autotune_second_global_size(k, (size_t)out_width, (size_t)out_height, columns_global);
         check(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, rows_global, k->local_size, 0, NULL, NULL),
               "clEnqueueNDRangeKernel(rows)");
@@ -264,7 +420,7 @@ int main(int argc, char **argv) {
     } else {
         /* input, row_taps, column_taps, output, in_width, in_height, out_width, out_height */
         cl_mem buffers[4] = {input_buf, filter_buf, column_buf, output_buf};
-        cl_int args[4] = {in_width, in_height, out_width, out_height};
+        cl_int args[4] = {image.width, image.height, out_width, out_height};
         for (int i = 0; i < 4; ++i) {
             check(clSetKernelArg(kernel, i, sizeof(cl_mem), &buffers[i]), "clSetKernelArg");
             check(clSetKernelArg(kernel, 4 + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
@@ -275,27 +431,46 @@ int main(int argc, char **argv) {
               "clEnqueueNDRangeKernel");
     }
 #else
-    /* input, filter, output, in_width, out_width, out_height, filter_width */
+    const char *out_dtype = k->out_dtype;
+    size_t out_bytes = pixel_bytes(out_dtype) * (size_t)out_width * out_height * image.channels;
+    cl_mem filter_buf = buffer(context, CL_MEM_READ_ONLY, sizeof(float) * (size_t)filter_height * filter_width,
+                               filter, "clCreateBuffer(filter)");
+    cl_mem output_buf = buffer(context, CL_MEM_WRITE_ONLY, out_bytes, NULL, "clCreateBuffer(output)");
+    /* input, filter, output, in_width, out_width, out_height, filter_width[, border_value];
+     * widths count values: pixels x channels */
     cl_mem buffers[3] = {input_buf, filter_buf, output_buf};
-    cl_int args[4] = {in_width, out_width, out_height, filter_width};
+    cl_int args[4] = {image.width * image.channels, out_width * image.channels, out_height, filter_width};
     for (int i = 0; i < 3; ++i)
         check(clSetKernelArg(kernel, i, sizeof(cl_mem), &buffers[i]), "clSetKernelArg");
     for (int i = 0; i < 4; ++i)
         check(clSetKernelArg(kernel, 3 + i, sizeof(cl_int), &args[i]), "clSetKernelArg");
+    if (same) check(clSetKernelArg(kernel, 7, sizeof(cl_float), &border_value), "clSetKernelArg");
 
-    size_t global_size[2];
-    autotune_global_size(k, (size_t)out_width, (size_t)out_height, global_size);
-    check(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global_size, k->local_size, 0, NULL, NULL),
+    size_t global_size[3], local_size[3] = {k->local_size[0], k->local_size[1], 1};
+    autotune_launch_size(k, (size_t)out_width, (size_t)out_height, 1, global_size);
+    check(clEnqueueNDRangeKernel(queue, kernel, k->batch ? 3 : 2, NULL, global_size, local_size, 0, NULL, NULL),
           "clEnqueueNDRangeKernel");
 #endif
-    float *output = malloc(out_bytes);
+    void *output = malloc(out_bytes);
     check(clEnqueueReadBuffer(queue, output_buf, CL_TRUE, 0, out_bytes, output, 0, NULL, NULL),
           "clEnqueueReadBuffer");
 
-    FILE *f = fopen(output_path, "wb");
-    if (!f || fwrite(output, 1, out_bytes, f) != out_bytes) die("cannot write the output");
-    fclose(f);
-    printf("%dx%d\n", out_width, out_height);
+#ifdef AUTOTUNE_SEPARABLE
+    int written = 0;
+    (void)out_dtype;
+#else
+    int written = write_pnm(output_path, output, pixel_bytes(out_dtype), out_dtype, out_width, out_height,
+                            image.channels);
+#endif
+    if (!written) {
+        FILE *f = fopen(output_path, "wb");
+        if (!f || fwrite(output, 1, out_bytes, f) != out_bytes) die("cannot write the output");
+        fclose(f);
+    }
+    if (image.channels == 1)
+        printf("%dx%d\n", out_width, out_height);
+    else
+        printf("%dx%dx%d\n", out_width, out_height, image.channels);
 
     clReleaseMemObject(input_buf);
     clReleaseMemObject(filter_buf);
@@ -308,8 +483,7 @@ int main(int argc, char **argv) {
     clReleaseProgram(program);
     clReleaseCommandQueue(queue);
     clReleaseContext(context);
-    free(platforms);
-    free(image);
+    free(image.values);
     free(filter);
     free(output);
     return 0;

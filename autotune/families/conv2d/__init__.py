@@ -16,7 +16,7 @@ import numpy as np
 
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
-from autotune.families.c_header import CONVOLUTION_HEADER, HeaderLayout
+from autotune.families.c_header import HeaderLayout, KindField
 from autotune.families.conv2d.geometry import edge_rows, interior_box
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
@@ -54,6 +54,112 @@ BORDER_GROUPS = (
     "W = out_width * channels, H = out_height, box_x = min(ceil(anchor * channels / work_x) * work_x, W), "
     "box_w = max(floor(max(W - (filter_width - 1 - anchor) * channels, 0) / work_x) * work_x - box_x, 0); "
     "box_y, box_h the same over rows with anchor_y, filter_height, work_y and no channels"
+)
+
+# The C header holds kernels of every kind: `<prefix>_find_kernel_of` looks one up by
+# these fields, and `<prefix>_launch_size` works out its launch (edge rows included).
+CONVOLUTION_HEADER = HeaderLayout(
+    kernels="tuned OpenCL convolution kernels",
+    key_fields=("filter_width",),
+    arguments=(
+        " * or, for any kind, global = {p}_launch_size(k, out_width, out_height, frames), on",
+        " * k->batch ? 3 : 2 dimensions with local[2] = 1.",
+        " * Arguments: input, filter, output, in_width, out_width, out_height, filter_width,",
+        " * and for 'same' kinds (border other than none) border_value: images of dtype and out_dtype",
+        " * (OpenCL uchar, ushort, short, half, float), channels interleaved, frames one after",
+        " * another; widths count values (pixels x channels); the filter is filter_height x",
+        " * filter_width floats, row-major. 'valid' output is (W - filter_width + 1) x",
+        " * (H - filter_height + 1); 'same' output is W x H. */",
+    ),
+    kind_fields=(
+        KindField(
+            "filter_height",
+            "int",
+            "rows of taps",
+            lambda v: v.render_key.get("filter_height", v.render_key["filter_width"]),
+            "filter_width",
+        ),
+        KindField(
+            "dtype",
+            "const char *",
+            "input pixels: uint8, uint16, int16, float16, float32",
+            lambda v: v.render_key.get("dtype", "float32"),
+            '"float32"',
+        ),
+        KindField(
+            "out_dtype",
+            "const char *",
+            "output pixels",
+            lambda v: v.render_key.get("out_dtype", "float32"),
+            '"float32"',
+        ),
+        KindField(
+            "border",
+            "const char *",
+            "none: 'valid'; else 'same', the image read past its edge this way",
+            lambda v: v.render_key.get("border", "none"),
+            '"none"',
+        ),
+        KindField(
+            "anchor",
+            "int",
+            "'same': the column of taps over each output (cv2: filter_width / 2); -1 'valid'",
+            lambda v: v.render_key.get("anchor", -1),
+            "-1",
+        ),
+        KindField(
+            "anchor_y",
+            "int",
+            "'same': the row of taps over each output (cv2: filter_height / 2); -1 'valid'",
+            lambda v: v.render_key.get("anchor_y", v.render_key.get("anchor", -1)),
+            "-1",
+        ),
+        KindField(
+            "channels", "int", "interleaved channels, 1-4", lambda v: v.render_key.get("channels", 1), "1"
+        ),
+        KindField(
+            "batch",
+            "int",
+            "1: frames of one size in one launch, one per index of dimension 2",
+            lambda v: int(v.render_key.get("batch", False)),
+            "0",
+        ),
+        KindField(
+            "border_groups",
+            "int",
+            "1: rows of work-groups for the edge outputs come first ({p}_launch_size)",
+            lambda v: int(bool(v.config.get("border_groups"))),
+            in_kind=False,
+        ),
+    ),
+    launch_helper=(
+        "/* The global size of entry k over out_width x out_height pixels and `frames` of them",
+        " * (1 unless k->batch): widths count values (pixels x channels), and with border_groups",
+        " * the rows of work-groups for the outputs no tile writes come first. */",
+        "static inline void {p}_launch_size(const {p}_kernel *k, size_t out_width, size_t out_height,",
+        "                                   size_t frames, size_t global_size[3]) {",
+        "    size_t values = out_width * (size_t)k->channels;",
+        "    {p}_global_size(k, values, out_height, global_size);",
+        "    global_size[2] = frames;",
+        "    if (!k->border_groups) return;",
+        "    /* The interior box: whole tiles whose inputs lie inside the image. */",
+        "    long long w = (long long)values, h = (long long)out_height, c = k->channels;",
+        "    long long work_x = (long long)k->work_per_item[0], work_y = (long long)k->work_per_item[1];",
+        "    long long x0 = (k->anchor * c + work_x - 1) / work_x * work_x;",
+        "    long long y0 = (k->anchor_y + work_y - 1) / work_y * work_y;",
+        "    long long x1 = w - (k->filter_width - 1 - k->anchor) * c;",
+        "    long long y1 = h - (k->filter_height - 1 - k->anchor_y);",
+        "    x0 = x0 < w ? x0 : w;",
+        "    y0 = y0 < h ? y0 : h;",
+        "    x1 = (x1 > 0 ? x1 : 0) / work_x * work_x;",
+        "    y1 = (y1 > 0 ? y1 : 0) / work_y * work_y;",
+        "    long long box_w = x1 > x0 ? x1 - x0 : 0, box_h = y1 > y0 ? y1 - y0 : 0;",
+        "    size_t edge_outputs = (size_t)((h - box_h) * w + box_h * (w - box_w));",
+        "    size_t per_row = global_size[0] * k->local_size[1]; /* one edge output a work-item */",
+        "    global_size[1] += (edge_outputs + per_row - 1) / per_row * k->local_size[1];",
+        "}",
+        "",
+    ),
 )
 
 

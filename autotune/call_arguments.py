@@ -94,6 +94,14 @@ class Pixels:
         return kind
 
 
+def native_type(dtype: np.dtype, double_precision: bool = True) -> str:
+    """The pixel type kernels read an image of `dtype` as: its own where they can, else
+    float32 (converted on the host). float64 needs a device with double precision."""
+    if dtype.name in PIXEL_TYPES and (dtype.name != "float64" or double_precision):
+        return dtype.name
+    return "float32"
+
+
 def pixels_of(
     dtype: Any,
     out_dtype: Any,
@@ -104,8 +112,10 @@ def pixels_of(
     channels: int = 1,
     frames: int = 1,
     anchor: Any = None,
+    double_precision: bool = True,
 ) -> Pixels:
-    """How a call with an image of `dtype` runs; ValueError for arguments it cannot take.
+    """How a call with an image of `dtype` runs on a device with `double_precision` or
+    without; ValueError for arguments it cannot take.
     `out_dtype`: "float32" (the default), or "same" / -1 / the image's own dtype for
     output of the input type (rounded to nearest even and saturated for integer types,
     as OpenCV's ddepth=-1). `anchor`: cv2's (x, y), for mode="same"."""
@@ -124,7 +134,7 @@ def pixels_of(
             )
         anchor = (anchor[0], anchor[1])
     dtype = np.dtype(dtype)
-    native = dtype.name if dtype.name in PIXEL_TYPES else "float32"  # others convert on the host
+    native = native_type(dtype, double_precision)
     if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
         result = dtype
     else:
@@ -187,11 +197,12 @@ def check_image_shape(size: tuple[int, ...], filter_shape: tuple[int, ...]) -> N
         )
 
 
-def as_pixels(image: Any, batch: bool = False) -> np.ndarray:
+def as_pixels(image: Any, batch: bool = False, double_precision: bool = True) -> np.ndarray:
     """The image (or batch) as kernels read it, channels interleaved: its own dtype
-    where they read that type, else float32 (checked as `as_image` does)."""
+    where they read that type (float64 only on a device with `double_precision`), else
+    float32 (checked as `as_image` does)."""
     array = np.asarray(image)
-    if array.dtype.name in PIXEL_TYPES and array.size:
+    if native_type(array.dtype, double_precision) == array.dtype.name and array.size:
         layout(array.shape, batch)
         return np.ascontiguousarray(array)
     return as_image("image", array, batch)

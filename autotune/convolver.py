@@ -90,8 +90,18 @@ class Convolver:
         self.image_shape = tuple(image_shape)
         self.mode = mode
         self._batch = batch
+        device_index = runtime._check_options(device, db)
+        self._double_precision = runtime._context(device_index)[0].double_precision
         self._pixels = pixels_of(
-            dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
+            dtype,
+            out_dtype,
+            mode,
+            border,
+            flip=flip,
+            channels=channels,
+            frames=frames,
+            anchor=anchor,
+            double_precision=self._double_precision,
         )
         self.dtype = np.dtype(self._pixels.dtype)  # what the kernel reads (others convert on the host)
         if self._pixels.border == "none":
@@ -101,7 +111,6 @@ class Convolver:
                 f"an image of {math.prod(size) * channels} values is more than one kernel can index; "
                 "autotune.convolve() runs it in bands"
             )
-        device_index = runtime._check_options(device, db)
         kept = prepared(device_index, db, size, filt, algorithm, specialise, self._pixels)
         self.context, self.queue = kept.context, kept.queue
         self.plan: Choice = kept.choice
@@ -221,7 +230,8 @@ class Convolver:
             return self._on_device(image, out, wait)
         host = np.asarray(image)
         if host.dtype != self.dtype or host.shape != self.image_shape:
-            host = as_pixels(image, self._batch)  # checked, and converted where the kernel reads another type
+            # checked, and converted where the kernel reads another type
+            host = as_pixels(image, self._batch, self._double_precision)
             self.host_copies += host is not image
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")

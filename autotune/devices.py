@@ -35,6 +35,9 @@ class DeviceInfo:
     # reach the SIMD units through explicit vectors that wide. Rows stored before it was
     # recorded read as 1.
     native_vector_width: int = 1
+    # Whether kernels may read and write double (cl_khr_fp64, or core double support):
+    # float64 pixels go to the kernel as they are only then. Older rows read as False.
+    double_precision: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -139,6 +142,7 @@ def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
         max_constant_buffer_size=int(device.max_constant_buffer_size),
         global_mem_size=int(device.global_mem_size),
         native_vector_width=max(1, int(device.native_vector_width_float)),
+        double_precision=bool(device.double_fp_config),
     )
 
 

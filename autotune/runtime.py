@@ -171,7 +171,16 @@ def plan(
     if taps is not None and taps.shape != filter_shape:
         raise ValueError(f"the filter is {shape_text(taps.shape)}, not {shape_text(filter_shape)}")
     frames, image_size, channels = layout(image_shape, batch)
-    pixels = pixels_of(dtype, out_dtype, mode, border, channels=channels, frames=frames, anchor=anchor)
+    pixels = pixels_of(
+        dtype,
+        out_dtype,
+        mode,
+        border,
+        channels=channels,
+        frames=frames,
+        anchor=anchor,
+        double_precision=info.double_precision,
+    )
     return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]
 
 
@@ -314,8 +323,10 @@ def convolve(
     size // 2 + o). The direct kernel handles the border itself (no padded copy of the image).
 
     Pixel types: uint8, uint16, int16, float16 and float32 images are read as they are
-    by the kernel; others are converted to float32 on the host (a finite float64 value
-    past float32's range is refused). Arithmetic is float32; NaN in, NaN out.
+    by the kernel, and float64 on a device with double precision; others are converted
+    to float32 on the host (a finite float64 value past float32's range is refused).
+    Arithmetic is float32 (float64 output is within float32's tolerance of the exact
+    result); NaN in, NaN out.
     `out_dtype`: float32 (default), or "same" (-1, or the image's dtype) for output of
     the image's type, rounded to nearest even and saturated (cv2's ddepth=-1).
 
@@ -325,7 +336,9 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    pixels_in = as_pixels(image, batch)
+    device_index = _check_options(device, db)
+    double_precision = _context(device_index)[0].double_precision
+    pixels_in = as_pixels(image, batch, double_precision)
     filt = prepared_filter(filter, mode, flip)
     filter_rows = filt.shape[0]
     frames, size, channels = layout(pixels_in.shape, batch)
@@ -340,6 +353,7 @@ def convolve(
         channels=channels,
         frames=frames,
         anchor=anchor,
+        double_precision=double_precision,
     )
     if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
         raise TypeError(f"border_value must be a number, got {border_value!r}")
@@ -356,7 +370,6 @@ def convolve(
         # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")
-    device_index = _check_options(device, db)
 
     import pyopencl as cl
 

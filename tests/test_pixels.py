@@ -213,7 +213,7 @@ def test_integer_output_saturates_and_rounds_to_nearest_even(dtype):
     assert negative[0, 0] == max(info.min, -int(info.max)) and negative[0, 1] == min(info.max, -int(info.min))
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_nan_and_inf_pass_through_in_float_types(dtype):
     image = np.zeros((9, 9), dtype=dtype)
     image[2, 2], image[6, 6] = np.nan, np.inf
@@ -225,11 +225,14 @@ def test_nan_and_inf_pass_through_in_float_types(dtype):
     assert np.isfinite(got[0, 5:]).all() and (got[0, 5:] == 0).all()
 
 
-def test_float64_and_other_integers_run_as_float32_and_come_back_in_their_type():
+def test_float64_is_read_as_it_is_and_other_integers_run_as_float32_in_their_type():
     rng = np.random.default_rng(9)
     filt = filter_of(3, rng, "float32")
     image64 = rng.uniform(-1, 1, (12, 10))
-    got = autotune.convolve(image64, filt, mode="same", border="reflect", out_dtype="same", db=NO_DB)
+    options = {"mode": "same", "border": "reflect", "out_dtype": "same", "db": NO_DB}
+    # PoCL has double precision: the kernel reads and writes float64 itself
+    assert autotune.plan(image64.shape, 3, dtype=np.float64, **options).problem.dtype == "float64"
+    got = autotune.convolve(image64, filt, **options)
     assert got.dtype == np.float64
     assert_matches(
         got.astype(np.float32), scipy_reference(image64, filt, "reflect"), image64, filt, "float64"
@@ -241,6 +244,31 @@ def test_float64_and_other_integers_run_as_float32_and_come_back_in_their_type()
     image32 = rng.integers(-100, 100, (12, 10)).astype(np.int32)
     got = autotune.convolve(image32, filt / filt.sum(), out_dtype=-1, db=NO_DB)
     assert got.dtype == np.int32 and got.shape == (10, 8)
+    # the separable form reads and writes float64 too
+    gauss = np.outer([1.0, 2.0, 1.0], [1.0, 2.0, 1.0]) / 16
+    got = autotune.convolve(image64, gauss, algorithm="separable", **options)
+    assert got.dtype == np.float64
+    assert np.abs(got - scipy_reference(image64, gauss, "reflect")).max() <= 1e-6
+
+
+def test_float64_on_a_device_without_double_precision_converts_on_the_host():
+    """A device without cl_khr_fp64 gets float32 pixels: the rule keeps float64 kernels off
+    it, and a call converts on the host and casts the result back."""
+    from autotune.call_arguments import as_pixels, pixels_of
+
+    problem = Conv2DProblem(3, 40, 24, "float64", out_dtype="float64", border="mirror")
+    config = dict(SPACE.fallback.config)
+    device = {"max_work_group_size": 1024, "max_work_item_sizes": [1024, 1024, 64],
+              "local_mem_size": 65536, "max_constant_buffer_size": 65536}  # fmt: skip
+    assert any("double precision" in v for v in SPACE.violations(config, problem.key(), device))
+    assert not SPACE.violations(config, problem.key(), {**device, "double_precision": True})
+    without = pixels_of(np.float64, "same", "same", "mirror", double_precision=False)
+    assert (without.dtype, without.out_dtype, without.result) == ("float32", "float32", np.float64)
+    with_double = pixels_of(np.float64, "same", "same", "mirror")
+    assert (with_double.dtype, with_double.out_dtype) == ("float64", "float64")
+    image = np.linspace(0, 1, 12).reshape(3, 4)
+    assert as_pixels(image, double_precision=False).dtype == np.float32
+    assert as_pixels(image).dtype == np.float64
 
 
 @pytest.mark.parametrize(

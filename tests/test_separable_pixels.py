@@ -25,7 +25,7 @@ from tests.test_pixels import NO_DB
 SAMPLE = random.Random(41)
 CASES = [
     (
-        SAMPLE.choice(["uint8", "uint16", "int16", "float16", "float32"]),
+        SAMPLE.choice(["uint8", "uint16", "int16", "float16", "float32", "float64"]),
         SAMPLE.choice([False, True]),
         SAMPLE.choice(["none", "constant", "replicate", "reflect", "mirror", "wrap"]),
         SAMPLE.choice([1, 2, 3, 4, 5, 8, 9]),

@@ -16,7 +16,14 @@ FLOAT16_EPS = float(np.finfo(np.float16).eps)
 
 # Pixel types a kernel reads and writes itself (NumPy name -> OpenCL C type); the
 # arithmetic is float32 whatever they are.
-PIXEL_TYPES = {"uint8": "uchar", "uint16": "ushort", "int16": "short", "float16": "half", "float32": "float"}
+PIXEL_TYPES = {
+    "uint8": "uchar",
+    "uint16": "ushort",
+    "int16": "short",
+    "float16": "half",
+    "float32": "float",
+    "float64": "double",  # read and written as double (devices with cl_khr_fp64), summed in float
+}
 
 # How 'same' output sees pixels past the image edge (`none`: 'valid' output, no border).
 # Names as OpenCV and SciPy use them, with each one's aliases.

@@ -82,7 +82,7 @@ CONVOLUTION_HEADER = HeaderLayout(
         KindField(
             "dtype",
             "const char *",
-            "input pixels: uint8, uint16, int16, float16, float32",
+            "input pixels: uint8, uint16, int16, float16, float32, float64",
             lambda v: v.render_key.get("dtype", "float32"),
             '"float32"',
         ),

@@ -30,16 +30,23 @@ def as_image(name: str, array: Any, batch: bool | None = None) -> np.ndarray:
     if array.size == 0:
         raise ValueError(f"{name} is empty (shape {array.shape})")
     if array.dtype.kind == "f" and array.dtype.itemsize > 4:
-        # float32 arithmetic: a finite value past its range would silently become inf
-        # (NaN and infinities given are kept: NaN in, NaN out).
-        finite = np.isfinite(array)
-        largest = float(np.abs(array, where=finite, out=np.zeros(array.shape, array.dtype)).max())
-        if largest > FLOAT32_MAX:
-            raise ValueError(
-                f"{name} holds {largest:.6g}, beyond float32's range (largest magnitude {FLOAT32_MAX:.6g}); "
-                "convolve computes in float32: scale the data first"
-            )
+        check_float32_range(name, array)
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def check_float32_range(name: str, array: np.ndarray) -> None:
+    """ValueError for a finite value past float32's range: float32 arithmetic would
+    silently make it inf (NaN and infinities given are kept: NaN in, NaN out)."""
+    low, high = float(array.min()), float(array.max())  # no temporaries: the common case
+    if low >= -FLOAT32_MAX and high <= FLOAT32_MAX:
+        return
+    finite = np.isfinite(array)
+    largest = float(np.abs(array, where=finite, out=np.zeros(array.shape, array.dtype)).max())
+    if largest > FLOAT32_MAX:
+        raise ValueError(
+            f"{name} holds {largest:.6g}, beyond float32's range (largest magnitude {FLOAT32_MAX:.6g}); "
+            "convolve computes in float32: scale the data first"
+        )
 
 
 def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int, int], int]:
@@ -204,6 +211,8 @@ def as_pixels(image: Any, batch: bool = False, double_precision: bool = True) ->
     array = np.asarray(image)
     if native_type(array.dtype, double_precision) == array.dtype.name and array.size:
         layout(array.shape, batch)
+        if array.dtype == np.float64:
+            check_float32_range("image", array)  # read as double, summed in float32
         return np.ascontiguousarray(array)
     return as_image("image", array, batch)
 

@@ -183,11 +183,16 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
                 old["config"] = today(old["config"])
                 assert new == old
             elif old_file.suffix == ".h":
-                # the header has a device table now: the same kernels, as device 0's entries
+                # the header has a device table now: the same kernels, as device 0's entries,
+                # each of the default kind (float32 'valid', square, one channel and frame)
                 old_entries = header_entries(today_source(old_file.read_text()))
                 new_entries = header_entries(new_file.read_text())
-                device_0 = [e for e in new_entries if e.startswith("0,\n")]
-                assert device_0 == ["0,\n    " + e for e in old_entries]
+                device_0 = [e.split("\n    ") for e in new_entries if e.startswith("0,\n")]
+                kinds = [lines[2:11] for lines in device_0]
+                default = ['"float32",', '"float32",', '"none",', "-1,", "-1,", "1,", "0,", "0,"]
+                assert kinds == [[lines[1], *default] for lines in device_0]
+                kept = ["\n    ".join(lines[:2] + lines[11:]) for lines in device_0]
+                assert kept == ["0,\n    " + e for e in old_entries]
             else:
                 assert new_file.read_text() == today_source(old_file.read_text()), old_file.name
     expected_notes = [

@@ -118,7 +118,7 @@ def test_a_wrong_border_is_caught(separable_evaluator):
     problem = SeparableProblem(5, 1, 17, 11, "uint8", out_dtype="uint8", border="mirror")
     variant = SEPARABLE.render({"cache_input": True, "local_x": 8, "local_y": 4}, problem)
     assert separable_evaluator.measure(variant, problem).status.value == "ok"
-    broken = variant.source.replace("period - i;", "period - 1 - i;", 1)  # mirror read as reflect
+    broken = variant.source.replace("2 * n - 2 - i;", "2 * n - 1 - i;", 1)  # mirror read as reflect
     assert broken != variant.source
     wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
     assert wrong.status.value == "wrong_result"

@@ -101,12 +101,19 @@ class Pixels:
         return kind
 
 
-def native_type(dtype: np.dtype, double_precision: bool = True) -> str:
+def native_type(dtype: np.dtype, double_precision: bool = False) -> str:
     """The pixel type kernels read an image of `dtype` as: its own where they can, else
     float32 (converted on the host). float64 needs a device with double precision."""
     if dtype.name in PIXEL_TYPES and (dtype.name != "float64" or double_precision):
         return dtype.name
     return "float32"
+
+
+def wants_double(dtype: Any) -> bool:
+    """Whether kernels could read pixels of `dtype` as they are only with double precision
+    (the device need not be opened otherwise)."""
+    kind = np.dtype(dtype)
+    return kind.kind == "f" and kind.itemsize == 8
 
 
 def pixels_of(
@@ -119,7 +126,7 @@ def pixels_of(
     channels: int = 1,
     frames: int = 1,
     anchor: Any = None,
-    double_precision: bool = True,
+    double_precision: bool = False,
 ) -> Pixels:
     """How a call with an image of `dtype` runs on a device with `double_precision` or
     without; ValueError for arguments it cannot take.
@@ -204,15 +211,17 @@ def check_image_shape(size: tuple[int, ...], filter_shape: tuple[int, ...]) -> N
         )
 
 
-def as_pixels(image: Any, batch: bool = False, double_precision: bool = True) -> np.ndarray:
-    """The image (or batch) as kernels read it, channels interleaved: its own dtype
-    where they read that type (float64 only on a device with `double_precision`), else
-    float32 (checked as `as_image` does)."""
+def as_pixels(image: Any, batch: bool = False, double_precision: bool = False) -> np.ndarray:
+    """The image (or batch) as kernels read it, channels interleaved, in the machine's
+    byte order: its own dtype where they read that type (float64 only on a device with
+    `double_precision`), else float32 (checked as `as_image` does)."""
     array = np.asarray(image)
     if native_type(array.dtype, double_precision) == array.dtype.name and array.size:
         layout(array.shape, batch)
-        if array.dtype == np.float64:
+        if array.dtype.kind == "f" and array.dtype.itemsize == 8:
             check_float32_range("image", array)  # read as double, summed in float32
+        if not array.dtype.isnative:  # big-endian data (FITS, say): kernels read native order
+            return np.ascontiguousarray(array.astype(array.dtype.newbyteorder("=")))
         return np.ascontiguousarray(array)
     return as_image("image", array, batch)
 

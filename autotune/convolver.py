@@ -21,6 +21,7 @@ import autotune.runtime as runtime
 from autotune.call_arguments import (
     as_pixels,
     as_result,
+    check_float32_range,
     check_image_shape,
     layout,
     pixels_of,
@@ -90,8 +91,7 @@ class Convolver:
         self.image_shape = tuple(image_shape)
         self.mode = mode
         self._batch = batch
-        device_index = runtime._check_options(device, db)
-        self._double_precision = runtime._context(device_index)[0].double_precision
+        self._double_precision = runtime._double_precision(dtype, device, db)
         self._pixels = pixels_of(
             dtype,
             out_dtype,
@@ -111,6 +111,7 @@ class Convolver:
                 f"an image of {math.prod(size) * channels} values is more than one kernel can index; "
                 "autotune.convolve() runs it in bands"
             )
+        device_index = runtime._check_options(device, db)
         kept = prepared(device_index, db, size, filt, algorithm, specialise, self._pixels)
         self.context, self.queue = kept.context, kept.queue
         self.plan: Choice = kept.choice
@@ -233,6 +234,8 @@ class Convolver:
             # checked, and converted where the kernel reads another type
             host = as_pixels(image, self._batch, self._double_precision)
             self.host_copies += host is not image
+        elif self._double_precision and host.dtype == np.float64:
+            check_float32_range("image", host)  # read as double, summed in float32
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")
         result_dtype = self._pixels.result

@@ -124,6 +124,16 @@ def _device_type(bits: int) -> str:
     return "|".join(names) or "CUSTOM"
 
 
+def _double_precision(device: Any) -> bool:
+    """Core double support (OpenCL 1.2+) or cl_khr_fp64; some 1.x drivers refuse the query."""
+    import pyopencl as cl
+
+    try:
+        return bool(device.double_fp_config)
+    except (cl.Error, AttributeError):
+        return "cl_khr_fp64" in device.extensions.split()
+
+
 def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
 
     return DeviceInfo(
@@ -142,7 +152,7 @@ def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
         max_constant_buffer_size=int(device.max_constant_buffer_size),
         global_mem_size=int(device.global_mem_size),
         native_vector_width=max(1, int(device.native_vector_width_float)),
-        double_precision=bool(device.double_fp_config),
+        double_precision=_double_precision(device),
     )
 
 

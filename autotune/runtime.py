@@ -38,6 +38,7 @@ from autotune.call_arguments import (
     pixels_of,
     prepared_filter,
     shape_text,
+    wants_double,
 )
 from autotune.devices import DeviceInfo, open_device
 from autotune.families import KernelFamily, KernelVariant
@@ -137,6 +138,12 @@ def _check_options(device: Any, db: Any) -> int:
     if type(device) is not int:
         raise TypeError(f"device must be an int (see `autotune devices`), got {device!r}")
     return device
+
+
+def _double_precision(dtype: Any, device: Any, db: Any) -> bool:
+    """Whether the device reads pixels of `dtype` as they are though they need double
+    precision (float64); the device is opened only for such pixels."""
+    return wants_double(dtype) and _context(_check_options(device, db))[0].double_precision
 
 
 def plan(
@@ -336,8 +343,7 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    device_index = _check_options(device, db)
-    double_precision = _context(device_index)[0].double_precision
+    double_precision = _double_precision(np.asarray(image).dtype, device, db)
     pixels_in = as_pixels(image, batch, double_precision)
     filt = prepared_filter(filter, mode, flip)
     filter_rows = filt.shape[0]
@@ -370,6 +376,7 @@ def convolve(
         # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")
+    device_index = _check_options(device, db)
 
     import pyopencl as cl
 

@@ -156,6 +156,15 @@ def _pixel_cases() -> list[Case]:
             key |= {"channels": rng.choice([1, 3]), "frames": rng.choice([1, 2])}
             key |= {"anchor": rng.randrange(width), "anchor_y": rng.randrange(rows)}
             out.append(("conv2d", config, key))
+    # float64 pixels read and written as double: scalar, vector and staged reads, both outputs.
+    for border in ("none", "mirror"):
+        for changes in ({"image_vector": 1}, {"image_vector": 4}, {"cache_local": True}, {"x_vector": 4}):
+            config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
+            config = space.complete({**config, **changes})
+            key = {"filter_width": 3, "out_width": 13, "out_height": 7, "border": border}
+            key |= {"dtype": "float64", "out_dtype": rng.choice(["float64", "float32"]), "channels": 1}
+            if not space.violations(config, {"filter_width": 3, "channels": 1}):
+                out.append(("conv2d", config, key))
     return out
 
 
@@ -204,7 +213,7 @@ def _separable_cases() -> list[Case]:
                 key = {**problem, "out_width": out_w, "out_height": out_h, "dtype": "float32"}
                 out.append(("separable", config, key))
     # Pixel types and every border, the tile staged (as 'same' output needs), anchors off centre.
-    pixel_types = ("uint8", "uint16", "int16", "float16", "float32")
+    pixel_types = ("uint8", "uint16", "int16", "float16", "float32", "float64")
     for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
         for row_columns, tiles_down in (("strided", 1), ("transposed", 1), ("contiguous", 4)):
             config = {**base, "cache_input": True, "row_columns": row_columns, "tiles_down": tiles_down}

@@ -67,11 +67,11 @@ def _write_filter(path: Path, filt: np.ndarray) -> Path:
     return path
 
 
-def _pnm(path: Path, pixels: np.ndarray) -> Path:
+def _pnm(path: Path, pixels: np.ndarray, maxval: int | None = None) -> Path:
     """A binary PGM (2-D) or PPM (3 channels), 16-bit values big-endian."""
     height, width = pixels.shape[:2]
     magic = "P6" if pixels.ndim == 3 else "P5"
-    maxval = 255 if pixels.dtype == np.uint8 else 65535
+    maxval = maxval or (255 if pixels.dtype == np.uint8 else 65535)
     path.write_bytes(
         f"{magic}\n# autotune test\n{width} {height}\n{maxval}\n".encode()
         + pixels.astype(">u" + str(pixels.itemsize)).tobytes()
@@ -82,12 +82,12 @@ def _pnm(path: Path, pixels: np.ndarray) -> Path:
 def _read_pnm(path: Path, channels: int) -> np.ndarray:
     magic, size, maxval, data = path.read_bytes().split(b"\n", 3)
     width, height = map(int, size.split())
-    dtype = ">u1" if int(maxval) == 255 else ">u2"
+    wide = int(maxval) > 255
     shape = (height, width, channels) if channels > 1 else (height, width)
     return (
-        np.frombuffer(data, dtype=dtype)
+        np.frombuffer(data, dtype=">u2" if wide else np.uint8)
         .reshape(shape)
-        .astype(dtype[1:].replace("u1", "uint8").replace("u2", "uint16"))
+        .astype(np.uint16 if wide else np.uint8)
     )
 
 
@@ -142,6 +142,34 @@ def test_the_c_host_runs_16_bit_kernels_of_rows_x_f_filters_with_a_border_value(
         assert_matches(got, exact, image, filt, f"{width}x{height} uint16 constant 7.5")
 
 
+def test_the_c_host_takes_a_filter_size_and_keeps_maxval(run_host, tmp_path):
+    rng = np.random.default_rng(7)
+    filt = rng.uniform(-1, 1, (3, 5)).astype(np.float32)
+    (tmp_path / "flat.txt").write_text(" ".join(f"{v:.9g}" for v in filt.ravel()) + "\n")  # one line
+    image = image_of("uint16", (9, 14), rng)
+    pgm = _pnm(tmp_path / "in.pgm", image)
+    result = run_host("-b", "constant", pgm, tmp_path / "flat.txt", tmp_path / "o.raw")
+    assert result.returncode == 1 and "F*F numbers" in result.stderr  # 15 numbers: not F x F
+    result = run_host("-f", "3x5", "-b", "constant", pgm, tmp_path / "flat.txt", tmp_path / "o.raw")
+    assert result.returncode == 0, result.stderr
+    got = np.fromfile(tmp_path / "o.raw", dtype=np.float32).reshape(9, 14)
+    assert_matches(got, scipy_reference(image, filt, "constant"), image, filt, "-f 3x5")
+    result = run_host("-f", "5x3", "-b", "constant", pgm, tmp_path / "flat.txt", tmp_path / "o.raw")
+    assert result.returncode == 1 and "no exported kernel for a 5x3 filter" in result.stderr
+    # an 8-bit image of maxval 200 comes back with maxval 200, values clamped to it
+    colour = rng.integers(0, 201, (11, 13, 3)).astype(np.uint8)
+    box = np.full((3, 3), 1 / 9, np.float32)
+    box[1, 1] += 0.5  # sums past 1: some outputs go past 200
+    flt = _write_filter(tmp_path / "box.txt", box)
+    out = tmp_path / "out.ppm"
+    result = run_host("-b", "mirror", "-o", "same", _pnm(tmp_path / "in.ppm", colour, 200), flt, out)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes().split(b"\n")[2] == b"200"
+    theirs = cv2.filter2D(colour, -1, box, borderType=cv2.BORDER_REFLECT_101).astype(int)
+    got = _read_pnm(out, 3).astype(int)
+    assert np.abs(got - np.minimum(theirs, 200)).max() <= 1 and (theirs > 200).any()
+
+
 def test_the_c_host_names_a_kind_it_was_not_given(run_host, tmp_path):
     rng = np.random.default_rng(6)
     image = _pnm(tmp_path / "in.ppm", image_of("uint8", (9, 11, 3), rng))
@@ -155,6 +183,8 @@ def test_the_c_host_names_a_kind_it_was_not_given(run_host, tmp_path):
         assert result.returncode == 1 and "no exported kernel" in result.stderr and words in result.stderr
     result = run_host("-b", "mirror", "-a", "3,0", image, flt, tmp_path / "o.raw")
     assert result.returncode == 1 and "must name a column and a row of the filter" in result.stderr
+    result = run_host("-v", "2", image, flt, tmp_path / "o.raw")
+    assert result.returncode == 1 and "need a border (-b)" in result.stderr
 
 
 def test_the_header_launch_size_is_the_hosts(exported, tmp_path):

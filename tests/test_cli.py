@@ -25,8 +25,36 @@ def test_devices_json_lists_pocl_with_limits():
     ):
         assert key in pocl["limits"]
     assert pocl["type"] == "CPU"
+    assert pocl["limits"]["double_precision"] is True  # PoCL reads and writes double
     table = run_cli("devices")
     assert table.returncode == 0 and "Portable" in table.stdout
+
+
+def test_a_device_row_written_before_a_limit_was_recorded_gets_it(tmp_path):
+    """Rows keep the limits they were written with, and gain ones recorded since (an
+    export for a device not on this machine reads its limits from the row)."""
+    import json
+
+    from autotune.devices import DeviceInfo, device_info
+    from autotune.store import Store
+    from autotune.store.models import Device
+
+    info = device_info(0)
+    store = Store(f"sqlite:///{tmp_path / 'rows.db'}")
+    try:
+        device_id = store.device_id(info)
+        with store.session() as s:
+            row = s.get(Device, device_id)
+            older = {k: v for k, v in json.loads(row.info).items() if k != "double_precision"}
+            row.info = json.dumps({**older, "local_mem_size": 1234})  # as written then
+        assert store.device_id(info) == device_id
+        with store.session() as s:
+            row = s.get(Device, device_id)
+            refreshed = json.loads(row.info)
+            assert refreshed["double_precision"] is True and refreshed["local_mem_size"] == 1234
+            assert DeviceInfo.stored(row).double_precision is True
+    finally:
+        store.close()
 
 
 def test_space_json_matches_the_declaration():

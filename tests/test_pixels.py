@@ -244,11 +244,32 @@ def test_float64_is_read_as_it_is_and_other_integers_run_as_float32_in_their_typ
     image32 = rng.integers(-100, 100, (12, 10)).astype(np.int32)
     got = autotune.convolve(image32, filt / filt.sum(), out_dtype=-1, db=NO_DB)
     assert got.dtype == np.int32 and got.shape == (10, 8)
+    # big-endian data (FITS, say) reads as the same numbers
+    native = autotune.convolve(image64, filt, **options)
+    swapped = autotune.convolve(image64.astype(">f8"), filt, **options)
+    assert swapped.dtype == np.dtype(">f8") and np.array_equal(swapped, native)  # the image's dtype
+    wide = rng.integers(0, 65535, (12, 10)).astype(np.uint16)
+    same_out = {**options, "border": "mirror"}
+    assert np.array_equal(
+        autotune.convolve(wide.astype(">u2"), filt, **same_out), autotune.convolve(wide, filt, **same_out)
+    )
+    # a Convolver reading float64 as it is still refuses values past float32's range
+    convolver = autotune.Convolver(image64.shape, filt, dtype=np.float64, **options)
+    assert np.array_equal(convolver(image64), native)
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        convolver(np.where(image64 > 0.9, 1e300, image64))
     # the separable form reads and writes float64 too
     gauss = np.outer([1.0, 2.0, 1.0], [1.0, 2.0, 1.0]) / 16
     got = autotune.convolve(image64, gauss, algorithm="separable", **options)
     assert got.dtype == np.float64
     assert np.abs(got - scipy_reference(image64, gauss, "reflect")).max() <= 1e-6
+
+
+def test_argument_errors_come_before_the_device_is_opened():
+    with pytest.raises(ValueError, match="image is empty"):
+        autotune.convolve(np.zeros((0, 0), np.float32), np.ones((3, 3)), device=7, db=NO_DB)
+    with pytest.raises(ValueError, match="mode must be"):
+        autotune.convolve(np.zeros((8, 8), np.uint8), np.ones((3, 3)), mode="full", device=7, db=NO_DB)
 
 
 def test_float64_on_a_device_without_double_precision_converts_on_the_host():
@@ -264,11 +285,11 @@ def test_float64_on_a_device_without_double_precision_converts_on_the_host():
     assert not SPACE.violations(config, problem.key(), {**device, "double_precision": True})
     without = pixels_of(np.float64, "same", "same", "mirror", double_precision=False)
     assert (without.dtype, without.out_dtype, without.result) == ("float32", "float32", np.float64)
-    with_double = pixels_of(np.float64, "same", "same", "mirror")
+    with_double = pixels_of(np.float64, "same", "same", "mirror", double_precision=True)
     assert (with_double.dtype, with_double.out_dtype) == ("float64", "float64")
     image = np.linspace(0, 1, 12).reshape(3, 4)
-    assert as_pixels(image, double_precision=False).dtype == np.float32
-    assert as_pixels(image).dtype == np.float64
+    assert as_pixels(image).dtype == np.float32
+    assert as_pixels(image, double_precision=True).dtype == np.float64
 
 
 @pytest.mark.parametrize(

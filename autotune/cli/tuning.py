@@ -85,6 +85,8 @@ def search(
     if time_budget is not None and not time_budget > 0:
         raise UsageError(f"--time-budget must be a positive number of seconds, got {time_budget}")
     device = device_info(device_index)
+    if not device.double_precision and "float64" in (pixels.get("dtype"), pixels.get("out_dtype")):
+        raise UsageError(f"float64 pixels need a device with double precision; {device.name} has none")
     size = image_size(size_text, device, widths)
     store = open_store(db_url)
 

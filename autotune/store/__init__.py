@@ -210,6 +210,14 @@ class Store:
                 )
                 s.add(row)
                 s.flush()
+            else:
+                try:
+                    stored = json.loads(row.info)
+                except (TypeError, ValueError):
+                    stored = None  # a damaged row stays as it is
+                live = info.to_dict()
+                if isinstance(stored, dict) and set(live) - set(stored):
+                    row.info = json.dumps({**live, **stored})  # limits recorded since: added
             return row.id
 
     def problem_id(self, family: str, key: dict[str, Any]) -> int:

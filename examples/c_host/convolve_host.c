@@ -1,28 +1,32 @@
 /* Run a kernel exported by `autotune export --format header` on any OpenCL device.
  *
- *   convolve_host [-d DEVICE] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT
+ *   convolve_host [-d DEVICE] [-f RxF] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT
  *
  * IMAGE: a binary PGM (P5) or PPM (P6, 3 channels), 8 or 16 bit, or raw float32 given as
  *   WIDTHxHEIGHT:path.raw (WIDTHxHEIGHTxCHANNELS:path.raw for interleaved channels)
- * FILTER: a text file of numbers: one line of F*F (an F x F filter), or R lines of F (an
- *   R x F filter, row-major); with a header of separable kernels (AUTOTUNE_SEPARABLE),
+ * FILTER: a text file of numbers, row-major: one line of F*F (an F x F filter), or R lines
+ *   of F (an R x F filter); -f RxF gives the size instead (a 1 x F filter on one line, say).
+ *   With a header of separable kernels (AUTOTUNE_SEPARABLE),
  *   2r lines of F numbers: the r row-tap lines of the filter's terms, then their r
  *   column-tap lines (the filter is their sum of outer products, column x row)
  * BORDER: none ('valid' output, the default) or constant, replicate, reflect, mirror, wrap
  *   ('same' output: past its edge the image reads this way; VALUE: the constant's value;
- *   X,Y: the filter's column and row over each output, by default F / 2, R / 2 as cv2's)
+ *   X,Y: the filter's column and row over each output, by default (or -1) F / 2, R / 2 as cv2's)
  * -o same: output of the image's pixel type (rounded, saturated), else float32
  * OUTPUT: raw values, row-major, channels interleaved; a .pgm or .ppm name writes such a
- *   file when the output is 8 or 16 bit. stdout gets its size: WIDTHxHEIGHT[xCHANNELS].
+ *   file when the output is 8 or 16 bit (with the input's maxval, values clamped to it). stdout
+ *   gets its size: WIDTHxHEIGHT[xCHANNELS].
  * DEVICE: index over all platforms' devices in the loader's order (default 0).
  *
  * The kernel is picked at run time from the header's table by the device's platform
  * and name and by the kind the arguments make (filter size, pixel types, border, anchor,
  * channels): the one tuned on that device, else the header's default entry of that kind
  * (stderr says which). A PGM or PPM image goes to the kernel as its own 8 or 16-bit
- * pixels; where the header holds no kernel for them, as float32 converted here. Plain
+ * pixels; for float32 output where the header holds no kernel for them, as float32
+ * converted here. Plain
  * OpenCL 1.2 C API, nothing else: what any C/C++ project needs to use the tuned kernels.
  * A kind that was not exported is an error. */
+#define _POSIX_C_SOURCE 200809L /* getline */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <ctype.h>
@@ -56,12 +60,13 @@ static void trim(char *text) {
 }
 
 /* An image as read: width x height pixels of `channels` interleaved values, each of
- * `bytes` bytes: uint8 (1), native-endian uint16 (2) or float32 (4). */
+ * `bytes` bytes: uint8 (1), native-endian uint16 (2) or float32 (4); `maxval` of a PNM. */
 typedef struct {
     int width, height, channels;
     size_t bytes;
     const char *dtype;
     void *values;
+    int maxval;
 } image_t;
 
 static size_t image_values(const image_t *image) {
@@ -88,10 +93,10 @@ static image_t read_pnm(const char *path) {
     char magic[2];
     if (fread(magic, 1, 2, f) != 2 || magic[0] != 'P' || (magic[1] != '5' && magic[1] != '6'))
         die("not a binary PGM (P5) or PPM (P6)");
-    image_t image = {0, 0, magic[1] == '6' ? 3 : 1, 1, "uint8", NULL};
+    image_t image = {0, 0, magic[1] == '6' ? 3 : 1, 1, "uint8", NULL, 0};
     image.width = pnm_number(f);
     image.height = pnm_number(f);
-    int maxval = pnm_number(f); /* then the single whitespace pnm_number read */
+    int maxval = image.maxval = pnm_number(f); /* then the single whitespace pnm_number read */
     if (image.width <= 0 || image.height <= 0 || maxval <= 0 || maxval > 65535) die("bad PGM/PPM header");
     if (maxval > 255) {
         image.bytes = 2;
@@ -114,7 +119,7 @@ static image_t read_pnm(const char *path) {
 
 static image_t read_raw(const char *spec) {
     char path[4096];
-    image_t image = {0, 0, 1, sizeof(float), "float32", NULL};
+    image_t image = {0, 0, 1, sizeof(float), "float32", NULL, 0};
     if (sscanf(spec, "%dx%dx%d:%4095s", &image.width, &image.height, &image.channels, path) != 4) {
         image.channels = 1;
         if (sscanf(spec, "%dx%d:%4095s", &image.width, &image.height, path) != 3)
@@ -151,8 +156,9 @@ static float *read_numbers(const char *path, int *lines, int *per_line) {
     size_t count = 0, capacity = 64;
     float *values = malloc(capacity * sizeof(float));
     *lines = *per_line = 0;
-    static char line[1 << 16];
-    while (fgets(line, sizeof line, f)) {
+    char *line = NULL;
+    size_t line_capacity = 0;
+    while (getline(&line, &line_capacity, f) != -1) {
         int in_line = 0;
         char *cursor = line, *end;
         for (float v = strtof(cursor, &end); end != cursor; v = strtof(cursor, &end)) {
@@ -166,19 +172,26 @@ static float *read_numbers(const char *path, int *lines, int *per_line) {
         *per_line = in_line;
         ++*lines;
     }
+    free(line);
     fclose(f);
     if (*lines == 0) die("the filter holds no numbers");
     return values;
 }
 
 #ifndef AUTOTUNE_SEPARABLE
-/* One line of F*F numbers: F x F; R lines of F: R x F. */
-static float *read_filter(const char *path, int *filter_height, int *filter_width) {
+/* One line of F*F numbers: F x F; R lines of F: R x F; with `size` (RxF) given, that
+ * many numbers in any lines. */
+static float *read_filter(const char *path, const char *size, int *filter_height, int *filter_width) {
     int lines, per_line;
     float *values = read_numbers(path, &lines, &per_line);
     *filter_height = lines;
     *filter_width = per_line;
-    if (lines == 1) {
+    if (size) {
+        if (sscanf(size, "%dx%d", filter_height, filter_width) != 2 || *filter_height <= 0 || *filter_width <= 0)
+            die("-f takes the filter's size as ROWSxF");
+        if ((long)*filter_height * *filter_width != (long)lines * per_line)
+            die("the filter does not hold ROWS*F numbers (-f)");
+    } else if (lines == 1) {
         int width = (int)lround(sqrt((double)per_line));
         if (width * width != per_line) die("one line of a filter must hold F*F numbers");
         *filter_height = *filter_width = width;
@@ -189,12 +202,14 @@ static float *read_filter(const char *path, int *filter_height, int *filter_widt
 static size_t pixel_bytes(const char *dtype) {
     if (strcmp(dtype, "uint8") == 0) return 1;
     if (strcmp(dtype, "float32") == 0) return 4;
+    if (strcmp(dtype, "float64") == 0) return 8;
     return 2; /* uint16, int16, float16 */
 }
 
-/* Output as a PGM/PPM file where its name says so and its pixels are 8 or 16 bit. */
+/* Output as a PGM/PPM file where its name says so and its pixels are 8 or 16 bit, with
+ * `maxval` (the input's; values above it clamped, as the kernel saturates at the type's). */
 static int write_pnm(const char *path, const void *values, size_t bytes, const char *dtype, int width,
-                     int height, int channels) {
+                     int height, int channels, int maxval) {
     size_t length = strlen(path);
     int pgm = length > 4 && strcmp(path + length - 4, ".pgm") == 0;
     int ppm = length > 4 && strcmp(path + length - 4, ".ppm") == 0;
@@ -204,13 +219,16 @@ static int write_pnm(const char *path, const void *values, size_t bytes, const c
         die("a .pgm or .ppm output needs 8 or 16-bit pixels (-o same with such an image)");
     FILE *f = fopen(path, "wb");
     if (!f) die("cannot write the output");
-    fprintf(f, "P%c\n%d %d\n%d\n", pgm ? '5' : '6', width, height, bytes == 1 ? 255 : 65535);
+    int top = bytes == 1 ? 255 : 65535;
+    if (maxval <= 0 || maxval > top) maxval = top;
+    fprintf(f, "P%c\n%d %d\n%d\n", pgm ? '5' : '6', width, height, maxval);
     size_t n = (size_t)width * height * channels;
     for (size_t i = 0; i < n; ++i) {
+        int v = bytes == 1 ? ((const unsigned char *)values)[i] : ((const uint16_t *)values)[i];
+        v = v < maxval ? v : maxval;
         if (bytes == 1) {
-            fputc(((const unsigned char *)values)[i], f);
+            fputc(v, f);
         } else {
-            uint16_t v = ((const uint16_t *)values)[i];
             fputc(v >> 8, f);
             fputc(v & 0xff, f);
         }
@@ -234,7 +252,7 @@ static float *read_taps(const char *path, int *filter_width, int *rank) {
 #ifdef AUTOTUNE_SEPARABLE
 #define USAGE "usage: convolve_host [-d DEVICE] IMAGE TAPS OUTPUT"
 #else
-#define USAGE "usage: convolve_host [-d DEVICE] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT"
+#define USAGE "usage: convolve_host [-d DEVICE] [-f RxF] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT"
 #endif
 
 /* The device_index-th device over all platforms, and its platform. */
@@ -273,9 +291,9 @@ static cl_mem buffer(cl_context context, cl_mem_flags flags, size_t bytes, void 
 int main(int argc, char **argv) {
     int device_index = 0, arg = 1;
 #ifndef AUTOTUNE_SEPARABLE
-    const char *border = "none";
+    const char *border = "none", *filter_size = NULL;
     float border_value = 0.0f;
-    int anchor = -1, anchor_y = -1, same_pixels_out = 0;
+    int anchor = -1, anchor_y = -1, same_pixels_out = 0, border_options = 0;
 #endif
     while (argc - arg > 3 && argv[arg][0] == '-' && argv[arg][1] && !argv[arg][2]) {
         const char *value = argv[arg + 1];
@@ -283,9 +301,17 @@ int main(int argc, char **argv) {
             case 'd': device_index = atoi(value); break;
 #ifndef AUTOTUNE_SEPARABLE
             case 'b': border = value; break;
-            case 'v': border_value = strtof(value, NULL); break;
+            case 'f': filter_size = value; break;
+            case 'v': {
+                char *end;
+                border_value = strtof(value, &end);
+                if (end == value || *end) die("-v takes a number");
+                ++border_options;
+                break;
+            }
             case 'a':
                 if (sscanf(value, "%d,%d", &anchor, &anchor_y) != 2) die("-a takes the filter's column and row: X,Y");
+                ++border_options;
                 break;
             case 'o':
                 if (strcmp(value, "same") != 0 && strcmp(value, "float32") != 0) die("-o takes same or float32");
@@ -321,12 +347,11 @@ int main(int argc, char **argv) {
     if (!k) die("no exported kernel for this filter width and rank");
 #else
     int filter_height, filter_width;
-    float *filter = read_filter(filter_path, &filter_height, &filter_width);
+    float *filter = read_filter(filter_path, filter_size, &filter_height, &filter_width);
     int same = strcmp(border, "none") != 0;
-    if (anchor == -1 && anchor_y == -1) {
-        anchor = filter_width / 2; /* cv2.filter2D's default anchor */
-        anchor_y = filter_height / 2;
-    }
+    if (border_options && !same) die("-v and -a need a border (-b): 'valid' output has neither");
+    if (anchor == -1) anchor = filter_width / 2; /* cv2.filter2D's default anchor */
+    if (anchor_y == -1) anchor_y = filter_height / 2;
     if (!same && (image.width < filter_width || image.height < filter_height))
         die("the image is smaller than the filter ('valid' output)");
     if (anchor < 0 || anchor >= filter_width || anchor_y < 0 || anchor_y >= filter_height)
@@ -340,10 +365,10 @@ int main(int argc, char **argv) {
     kind.anchor_y = same ? anchor_y : -1;
     kind.channels = image.channels;
     kind.out_dtype = same_pixels_out ? image.dtype : "float32";
-    /* The image's own pixels; else float32, converted here. */
+    /* The image's own pixels; else (float32 output) float32, converted here. */
     kind.dtype = image.dtype;
     const autotune_kernel *k = autotune_find_kernel_of(platform_name, device_name, &kind);
-    if (!k && image.bytes != sizeof(float)) {
+    if (!k && image.bytes != sizeof(float) && !same_pixels_out) {
         kind.dtype = "float32";
         k = autotune_find_kernel_of(platform_name, device_name, &kind);
         if (k) image = as_float32(image);
@@ -460,7 +485,7 @@ int main(int argc, char **argv) {
     (void)out_dtype;
 #else
     int written = write_pnm(output_path, output, pixel_bytes(out_dtype), out_dtype, out_width, out_height,
-                            image.channels);
+                            image.channels, image.maxval);
 #endif
     if (!written) {
         FILE *f = fopen(output_path, "wb");

@@ -183,11 +183,14 @@ class Conv2DProblem(FilteredImage, Problem):
 
 
 def seeded_image(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Pixels of `dtype`: integers spanning their type, floats uniform in [-1, 1)."""
+    """Pixels of `dtype`: integers spanning their type, floats uniform in [-1, 1) (float64
+    ones with all their digits, so kernels must round them as they read)."""
     kind = np.dtype(dtype)
     if kind.kind in "iu":
         info = np.iinfo(kind)
         return rng.integers(info.min, info.max, shape, endpoint=True).astype(kind)
+    if kind == np.float64:
+        return rng.uniform(-1, 1, shape)
     return rng.uniform(-1, 1, shape).astype(np.float32).astype(kind)
 
 

@@ -136,7 +136,11 @@ def main() -> int:
             print(f"tuned {kind}", file=sys.stderr, flush=True)
     policy = TimingPolicy(min_runs=10, min_time_s=0.2, max_runs=500, max_time_s=3.0)
     copy = copy_timer(args.device, repeats=20)
-    rows = []
+    print(
+        f"Real-image kernels, {datetime.date.today()}, {device.name} ({device.platform}, driver "
+        f"{device.driver_version}), {size[0]}x{size[1]}, median of {args.rounds} interleaved rounds; "
+        "'same' = mirror border (cv2's default) inside the kernel.\n"
+    )
     with Evaluator(args.device, CONV2D, policy=policy) as evaluator:
         for width in widths:
             float_config = tuned(Conv2DProblem(width, *size)) or given.get(width)
@@ -172,39 +176,38 @@ def main() -> int:
                 kind: roofline_ms(p, args)
                 for kind, p in ((k, Conv2DProblem(width, *size, **f)) for k, f in KINDS.items())
             }
-            rows.append((width, medians, rooflines, {n: c for n, (_, c) in runs.items()}))
+            print_width(width, medians, rooflines, {n: c for n, (_, c) in runs.items()})
             print(f"F={width} done", file=sys.stderr, flush=True)
 
-    print(
-        f"Real-image kernels, {datetime.date.today()}, {device.name} ({device.platform}, driver "
-        f"{device.driver_version}), {size[0]}x{size[1]}, median of {args.rounds} interleaved rounds; "
-        "'same' = mirror border (cv2's default) inside the kernel.\n"
-    )
-    for width, medians, rooflines, configs in rows:
-        print(f"F={width}:\n")
-        print("| kernel | ms | % of roofline | % of copy of its bytes |")
-        print("|---|---|---|---|")
-        for name in sorted(medians):
-            if name.startswith("copy"):
-                continue
-            kind = " ".join(name.split()[:2])
-            ms = medians[name]
-            copy_ms = medians["copy u8" if kind.startswith("u8") else "copy f32"]
-            print(f"| {name} | {ms:.4f} | {rooflines[kind] / ms * 100:.0f}% | {copy_ms / ms * 100:.0f}% |")
-        print(f"| copy f32 (in + out) | {medians['copy f32']:.4f} | | |")
-        print(f"| copy u8 (in + out) | {medians['copy u8']:.4f} | | |")
-        same = medians["f32 same (f32 config)"] / medians["f32 valid (f32 config)"]
-        print(f"\n'same' (mirror) / 'valid', float32, one config: {same:.3f}")
-        for kind in ("u8 valid", "u8 same"):
-            best = min((medians[n], n) for n in medians if n.startswith(kind + " ("))
-            for peer in ("torch", "CuPy"):
-                if f"{kind} {peer}" in medians:
-                    print(f"{kind}: {peer} / ours ({best[1]}) = {medians[f'{kind} {peer}'] / best[0]:.2f}x")
-        print("\nConfigs:")
-        for name, config in configs.items():
-            print(f"- {name}: `{json.dumps(config, separators=(',', ':'))}`")
         print()
     return 0
+
+
+def print_width(width: int, medians: dict[str, float], rooflines: dict[str, float], configs: dict) -> None:
+    """One width's table, printed as soon as it is measured (a run cut short keeps it)."""
+    print(f"F={width}:\n")
+    print("| kernel | ms | % of roofline | % of copy of its bytes |")
+    print("|---|---|---|---|")
+    for name in sorted(medians):
+        if name.startswith("copy"):
+            continue
+        kind = " ".join(name.split()[:2])
+        ms = medians[name]
+        copy_ms = medians["copy u8" if kind.startswith("u8") else "copy f32"]
+        print(f"| {name} | {ms:.4f} | {rooflines[kind] / ms * 100:.0f}% | {copy_ms / ms * 100:.0f}% |")
+    print(f"| copy f32 (in + out) | {medians['copy f32']:.4f} | | |")
+    print(f"| copy u8 (in + out) | {medians['copy u8']:.4f} | | |")
+    same = medians["f32 same (f32 config)"] / medians["f32 valid (f32 config)"]
+    print(f"\n'same' (mirror) / 'valid', float32, one config: {same:.3f}")
+    for kind in ("u8 valid", "u8 same"):
+        best = min((medians[n], n) for n in medians if n.startswith(kind + " ("))
+        for peer in ("torch", "CuPy"):
+            if f"{kind} {peer}" in medians:
+                print(f"{kind}: {peer} / ours ({best[1]}) = {medians[f'{kind} {peer}'] / best[0]:.2f}x")
+    print("\nConfigs:")
+    for name, config in configs.items():
+        print(f"- {name}: `{json.dumps(config, separators=(',', ':'))}`")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -218,7 +218,7 @@ def as_pixels(image: Any, batch: bool = False, double_precision: bool = False) -
     array = np.asarray(image)
     if native_type(array.dtype, double_precision) == array.dtype.name and array.size:
         layout(array.shape, batch)
-        if array.dtype.kind == "f" and array.dtype.itemsize == 8:
+        if wants_double(array.dtype):
             check_float32_range("image", array)  # read as double, summed in float32
         if not array.dtype.isnative:  # big-endian data (FITS, say): kernels read native order
             return np.ascontiguousarray(array.astype(array.dtype.newbyteorder("=")))

@@ -26,6 +26,7 @@ from autotune.call_arguments import (
     layout,
     pixels_of,
     prepared_filter,
+    wants_double,
 )
 from autotune.chunks import ChunkedCalls, plan_chunks
 from autotune.host_memory import aligned_empty, fetch, page_locked, parallel_copy, usable_in_place, wrap
@@ -91,7 +92,7 @@ class Convolver:
         self.image_shape = tuple(image_shape)
         self.mode = mode
         self._batch = batch
-        self._double_precision = runtime._double_precision(dtype, device, db)
+        self._double_precision = runtime._reads_double(dtype, device, db)
         self._pixels = pixels_of(
             dtype,
             out_dtype,
@@ -234,7 +235,7 @@ class Convolver:
             # checked, and converted where the kernel reads another type
             host = as_pixels(image, self._batch, self._double_precision)
             self.host_copies += host is not image
-        elif self._double_precision and host.dtype == np.float64:
+        elif self._double_precision and wants_double(host.dtype):
             check_float32_range("image", host)  # read as double, summed in float32
         if host.shape != self.image_shape:
             raise ValueError(f"this Convolver takes images of shape {self.image_shape}, got {host.shape}")

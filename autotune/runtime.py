@@ -140,7 +140,7 @@ def _check_options(device: Any, db: Any) -> int:
     return device
 
 
-def _double_precision(dtype: Any, device: Any, db: Any) -> bool:
+def _reads_double(dtype: Any, device: Any, db: Any) -> bool:
     """Whether the device reads pixels of `dtype` as they are though they need double
     precision (float64); the device is opened only for such pixels."""
     return wants_double(dtype) and _context(_check_options(device, db))[0].double_precision
@@ -343,7 +343,7 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    double_precision = _double_precision(np.asarray(image).dtype, device, db)
+    double_precision = _reads_double(np.asarray(image).dtype, device, db)
     pixels_in = as_pixels(image, batch, double_precision)
     filt = prepared_filter(filter, mode, flip)
     filter_rows = filt.shape[0]

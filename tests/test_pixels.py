@@ -213,6 +213,48 @@ def test_integer_output_saturates_and_rounds_to_nearest_even(dtype):
     assert negative[0, 0] == max(info.min, -int(info.max)) and negative[0, 1] == min(info.max, -int(info.min))
 
 
+@pytest.mark.parametrize("out_dtype", ["uint8", "uint16", "int16"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"x_vector": 8, "work_x": 8, "work_y": 2},  # vector stores, lanes one by one at the edge
+        {"image_vector": 4, "work_x": 4},  # float4 stores
+        {"work_x": 2, "cache_local": True, "filter_mode": "define"},  # checked scalar stores
+    ],
+)
+def test_bit_conversion_rounds_and_saturates_as_the_builtin(out_dtype, layout):
+    """A 1x1 filter of 1 passes each float through unchanged, so every output is the
+    conversion alone: half-way values, values just past either end, NaN (0, as OpenCL's
+    saturating conversions say) and infinities."""
+    info = np.iinfo(out_dtype)
+    rng = np.random.default_rng(5)
+    edges = [info.min, info.max]
+    special = [np.nan, np.inf, -np.inf, 1e30, -1e30, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 127.5]
+    special += [e + d for e in edges for d in (-1.5, -1.0, -0.5, -0.49999997, 0.0, 0.49999997, 0.5, 1.0, 1.5)]
+    image = rng.uniform(info.min - 300, info.max + 300, (7, 43)).astype(np.float32)
+    halves = rng.random(image.shape) < 0.3
+    image[halves] = np.floor(image[halves]) + 0.5
+    image.flat[: len(special)] = special
+    problem = Conv2DProblem(1, 43, 7, "float32", out_dtype=out_dtype)
+    with np.errstate(invalid="ignore"):
+        want = np.clip(np.nan_to_num(np.rint(image.astype(np.float64)), nan=0.0), info.min, info.max)
+    for conversion in ("builtin", "bits"):
+        config = {"local_x": 2, "local_y": 2, **layout, "output_conversion": conversion}
+        variant = CONV2D.render(config, problem, values=np.ones((1, 1), np.float32))
+        got = run_pixels_kernel(variant, image, np.ones((1, 1), np.float32), np.dtype(out_dtype))
+        bad = got != want.astype(out_dtype)
+        if conversion == "builtin":  # PoCL's convert_short8_sat_rte gives NaN -32768, not 0
+            bad &= ~np.isnan(image)
+        assert not bad.any(), f"{conversion} {layout}: {image[bad][:6]} gave {got[bad][:6]}"
+
+
+def test_bit_conversion_is_only_for_integer_outputs():
+    problem = Conv2DProblem(3, 16, 16, "uint8", out_dtype="float32")
+    config = SPACE.complete({"output_conversion": "bits"})
+    assert SPACE.violations(config, problem.key())
+    assert not SPACE.violations(config, dataclasses.replace(problem, out_dtype="int16").key())
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_nan_and_inf_pass_through_in_float_types(dtype):
     image = np.zeros((9, 9), dtype=dtype)

@@ -22,7 +22,9 @@ def test_every_seed_kernel_is_a_preset():
     assert set(space.presets) >= SEED_PRESETS
     for preset in space.presets.values():
         assert set(preset.config) == set(space.knobs)
-        assert space.violations(preset.config, {"filter_width": 5}) == []
+        integer_out = preset.config["output_conversion"] == "bits"  # for 8- and 16-bit outputs only
+        problem = {"filter_width": 5, "out_dtype": "uint8" if integer_out else "float32"}
+        assert space.violations(preset.config, problem) == []
 
 
 @pytest.mark.parametrize("family_name", ["conv2d", "separable"])
@@ -48,7 +50,9 @@ def test_every_knob_is_documented_and_reaches_the_template(family_name):
         assert knob.accepts(knob.default), f"knob {name!r}: default {knob.default!r} is not one of its values"
         assert name in variables, f"knob {name!r} is not a variable of templates/{family.template}"
     for preset in space.presets.values():
-        assert space.violations(preset.config, {"filter_width": 5, "rank": 1}) == [], preset.name
+        integer_out = preset.config.get("output_conversion") == "bits"  # for 8- and 16-bit outputs only
+        problem = {"filter_width": 5, "rank": 1, "out_dtype": "uint8" if integer_out else "float32"}
+        assert space.violations(preset.config, problem) == [], preset.name
 
 
 def test_complete_fills_defaults_and_checks_types():
@@ -203,7 +207,8 @@ def test_with_value_on_the_kernel_space():
     assert space.with_value(base, "image_vector", 4, problem) == {**base, "image_vector": 4, "work_x": 4}
     assert space.with_value(base, "vector", 4, problem) == {**base, "vector": 4, "image_vector": 1}
     assert space.with_value(base, "filter_mode", "arg", problem) == {**base, "filter_mode": "arg"}
-    same = {**problem, "border": "mirror"}  # 'same' output: every knob value has a valid config
+    # 'same' output of 8-bit pixels: every knob value has a valid config
+    same = {**problem, "border": "mirror", "dtype": "uint8", "out_dtype": "uint8"}
     for name, knob in space.knobs.items():
         for value in knob.values:
             config = space.with_value(base, name, value, same)

@@ -83,7 +83,7 @@ def generate(
     anchor_y = anchor if anchor_y is None else anchor_y
     config = space.complete(config)
     shape = {"filter_width": filter_width, "channels": channels, "filter_height": filter_height}
-    shape["border"] = border
+    shape.update(border=border, dtype=dtype, out_dtype=out_dtype)
     reasons = space.violations(config, shape)
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")

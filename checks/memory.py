@@ -165,6 +165,15 @@ def _pixel_cases() -> list[Case]:
             key |= {"dtype": "float64", "out_dtype": rng.choice(["float64", "float32"]), "channels": 1}
             if not space.violations(config, {"filter_width": 3, "channels": 1}):
                 out.append(("conv2d", config, key))
+    # Integer outputs written through `output_conversion = bits`: vector, float4 and
+    # checked scalar stores.
+    for out_dtype, border in (("uint8", "mirror"), ("uint16", "none"), ("int16", "wrap")):
+        for changes in ({"image_vector": 4}, {"x_vector": 4}, {"cache_local": True}):
+            config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
+            config = space.complete({**config, **changes, "output_conversion": "bits"})
+            key = {"filter_width": 3, "out_width": 13, "out_height": 7, "border": border, "channels": 1}
+            key |= {"dtype": "uint8", "out_dtype": out_dtype} | ({"anchor": 1} if border != "none" else {})
+            out.append(("conv2d", config, key))
     return out
 
 

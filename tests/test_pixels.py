@@ -241,6 +241,7 @@ def test_bit_conversion_rounds_and_saturates_as_the_builtin(out_dtype, layout):
     for conversion in ("builtin", "bits"):
         config = {"local_x": 2, "local_y": 2, **layout, "output_conversion": conversion}
         variant = CONV2D.render(config, problem, values=np.ones((1, 1), np.float32))
+        assert ("_sat_rte(" in variant.source) == (conversion == "builtin")
         got = run_pixels_kernel(variant, image, np.ones((1, 1), np.float32), np.dtype(out_dtype))
         bad = got != want.astype(out_dtype)
         if conversion == "builtin":  # PoCL's convert_short8_sat_rte gives NaN -32768, not 0

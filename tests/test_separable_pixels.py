@@ -114,6 +114,20 @@ def test_streaming_and_two_launch_kernels_of_any_pixels_verify(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+@pytest.mark.parametrize("out_dtype", ["uint8", "uint16", "int16"])
+@pytest.mark.parametrize("form", ["tiled", *FORMS])
+def test_bit_conversion_of_integer_outputs_verifies(separable_evaluator, form, out_dtype):
+    """`output_conversion = bits` in every form (the conversion itself: tests/test_pixels.py)."""
+    rng = random.Random(len(form) + len(out_dtype))
+    problem = SeparableProblem(5, 2, 45, 27, "float32", out_dtype=out_dtype, border="mirror", anchor=1)
+    config = FORMS[form][0](rng) if form in FORMS else {"cache_input": True, "local_x": 8, "local_y": 4}
+    config = SEPARABLE.space.complete({**config, "output_conversion": "bits"})
+    variant = SEPARABLE.render(config, problem)
+    assert "_sat_rte(" not in variant.source  # no built-in conversion left
+    result = separable_evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
 def test_a_wrong_border_is_caught(separable_evaluator):
     problem = SeparableProblem(5, 1, 17, 11, "uint8", out_dtype="uint8", border="mirror")
     variant = SEPARABLE.render({"cache_input": True, "local_x": 8, "local_y": 4}, problem)

@@ -63,7 +63,9 @@ def generate(
     space = space or SearchSpace.shipped(SPACE_FILE)
     filter_width, rank = check_filter_width(filter_width), check_rank(rank)
     config = space.complete(config)
-    reasons = space.violations(config, {"filter_width": filter_width, "rank": rank, "border": border})
+    shape = {"filter_width": filter_width, "rank": rank, "border": border}
+    shape.update(dtype=dtype, out_dtype=out_dtype)
+    reasons = space.violations(config, shape)
     if reasons:
         raise UsageError(f"invalid configuration: {reasons[0]}")
     literal = literal_taps(config)

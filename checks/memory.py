@@ -53,7 +53,7 @@ def _knob_values(space, base: dict, problem_fields: dict, skip: tuple[str, ...] 
     by one, and the larger group shapes add time, not template paths."""
     configs = []
     for name, knob in space.knobs.items():
-        if name in skip:
+        if name in skip or name == "output_conversion":  # integer outputs only: their own cases
             continue
         values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
         for value in values:
@@ -166,9 +166,10 @@ def _pixel_cases() -> list[Case]:
             if not space.violations(config, {"filter_width": 3, "channels": 1}):
                 out.append(("conv2d", config, key))
     # Integer outputs written through `output_conversion = bits`: vector, float4 and
-    # checked scalar stores.
+    # checked scalar stores, and the preset for them.
+    preset = next(p.config for p in space.presets.values() if p.config["output_conversion"] == "bits")
     for out_dtype, border in (("uint8", "mirror"), ("uint16", "none"), ("int16", "wrap")):
-        for changes in ({"image_vector": 4}, {"x_vector": 4}, {"cache_local": True}):
+        for changes in ({"image_vector": 4}, {"x_vector": 4}, {"cache_local": True}, preset):
             config = {"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": 4, "work_y": 2}
             config = space.complete({**config, **changes, "output_conversion": "bits"})
             key = {"filter_width": 3, "out_width": 13, "out_height": 7, "border": border, "channels": 1}
@@ -255,6 +256,15 @@ def _separable_cases() -> list[Case]:
         key = {"filter_width": 3, "rank": 2, "out_width": 37, "out_height": 6, "dtype": dtype}
         key |= {"out_dtype": dtype, "border": border} | ({"anchor": 2} if border != "none" else {})
         out.append(("separable", config, key))
+    # Integer outputs written through `output_conversion = bits`, in each form.
+    for out_dtype, changes in (
+        ("uint8", {"cache_input": True}),
+        ("int16", {"stream_rows": 16, "x_vector": 4, "work_x": 8, "work_y": 1, "local_x": 2, "local_y": 2}),
+        ("uint16", {"work_x": 4, "passes": 2, "row_columns": "contiguous", "column_vector": 4}),
+    ):
+        config = space.complete({**base, **changes, "output_conversion": "bits"})
+        key = {"filter_width": 3, "rank": 2, "out_width": 37, "out_height": 6, "dtype": "uint8"}
+        out.append(("separable", config, key | {"out_dtype": out_dtype, "border": "mirror", "anchor": 1}))
     return out
 
 

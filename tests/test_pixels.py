@@ -244,16 +244,62 @@ def test_bit_conversion_rounds_and_saturates_as_the_builtin(out_dtype, layout):
         assert ("_sat_rte(" in variant.source) == (conversion == "builtin")
         got = run_pixels_kernel(variant, image, np.ones((1, 1), np.float32), np.dtype(out_dtype))
         bad = got != want.astype(out_dtype)
-        if conversion == "builtin":  # PoCL's convert_short8_sat_rte gives NaN -32768, not 0
+        if conversion == "builtin" and out_dtype == "int16":  # PoCL 3.0's vector form: NaN -> -32768
             bad &= ~np.isnan(image)
         assert not bad.any(), f"{conversion} {layout}: {image[bad][:6]} gave {got[bad][:6]}"
 
 
-def test_bit_conversion_is_only_for_integer_outputs():
+@pytest.mark.parametrize(
+    "preset", [n for n, p in SPACE.presets.items() if p.config["output_conversion"] == "bits"]
+)
+@pytest.mark.parametrize("width,size", [(1, (1, 1)), (3, (37, 23)), (5, (70, 9)), (9, (19, 40))])
+def test_presets_for_integer_outputs_match_scipy(preset, width, size):
+    rng = np.random.default_rng(width)
+    image = image_of("uint8", (size[1], size[0]), rng)
+    filt = filter_of(width, rng, "uint8")
+    problem = Conv2DProblem(width, *size, "uint8", out_dtype="uint8", border="mirror", anchor=width // 2)
+    config = SPACE.presets[preset].config
+    assert not SPACE.violations(config, problem.key(), device_info(0))
+    got = run_pixels_kernel(
+        CONV2D.render(config, problem, values=filt), image, filt, np.dtype("uint8"), same=True
+    )
+    assert_matches(got, scipy_reference(image, filt, "mirror"), image, filt, f"{preset} F={width} {size}")
+
+
+def test_a_config_lent_to_a_float_output_writes_with_the_builtin_conversion():
+    """A CPU winner of a uint8 -> uint8 kind (they take `bits`) still serves a uint8 ->
+    float32 kind, in both families: only the conversion changes."""
+    from autotune.families.separable import SEPARABLE, SeparableProblem
+
+    cpu = device_info(0)
+    for family, integer, floating in (
+        (CONV2D, Conv2DProblem(3, 32, 24, "uint8", out_dtype="uint8"), Conv2DProblem(3, 32, 24, "uint8")),
+        (
+            SEPARABLE,
+            SeparableProblem(3, 1, 32, 24, "uint8", out_dtype="uint8"),
+            SeparableProblem(3, 1, 32, 24, "uint8"),
+        ),
+    ):
+        preset = next(
+            p.config for p in family.space.presets.values() if p.config["output_conversion"] == "bits"
+        )
+        assert family.adapt_related(preset, integer, cpu) == preset
+        lent = family.adapt_related(preset, floating, cpu)
+        assert lent == {**preset, "output_conversion": "builtin"}, family.name
+        assert not family.violations(lent, floating, cpu)
+
+
+def test_bit_conversion_is_only_for_integer_outputs_on_devices_with_simd_lanes():
     problem = Conv2DProblem(3, 16, 16, "uint8", out_dtype="float32")
     config = SPACE.complete({"output_conversion": "bits"})
-    assert SPACE.violations(config, problem.key())
-    assert not SPACE.violations(config, dataclasses.replace(problem, out_dtype="int16").key())
+    cpu = device_info(0)  # PoCL: SIMD lanes
+    integer_out = dataclasses.replace(problem, out_dtype="int16").key()
+    assert SPACE.violations(config, problem.key(), cpu)
+    assert not SPACE.violations(config, integer_out, cpu)
+    gpu = dataclasses.replace(cpu, native_vector_width=1)  # one lane per work-item
+    assert SPACE.violations(config, integer_out, gpu)
+    for float_out in ("float16", "float64"):
+        assert SPACE.violations(config, dataclasses.replace(problem, out_dtype=float_out).key(), cpu)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])

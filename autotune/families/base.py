@@ -337,6 +337,15 @@ class KernelFamily(ABC):
         `related_kind_distance`)."""
         return config
 
+    def output_written_as_it_can_be(self, config: Config, problem: Problem, device: object) -> Config:
+        """A config lent from a kind with integer outputs to one without (or to a device
+        without SIMD lanes) writes them with the built-in conversion: `output_conversion =
+        bits` is only for integer outputs, and the layout is what is worth lending."""
+        if config.get("output_conversion") != "bits" or not self.violations(config, problem, device):
+            return config
+        builtin = {**config, "output_conversion": "builtin"}
+        return config if self.violations(builtin, problem, device) else builtin
+
     def manifest_fields(self, variant: KernelVariant) -> dict[str, Any]:
         """What a manifest adds for this family (its ABI, how to launch)."""
         return {}

@@ -180,8 +180,9 @@ class Separable(KernelFamily):
 
     def adapt_related(self, config: Config, problem: Problem, device: object) -> Config:
         """A 'same' problem borrowing a 'valid' kernel stages its input tile (the border
-        is read while staging)."""
+        is read while staging); a float output writes with the built-in conversion."""
         assert isinstance(problem, SeparableProblem)
+        config = self.output_written_as_it_can_be(config, problem, device)
         if not problem.same or config.get("cache_input"):
             return config
         staged = {**config, "cache_input": True}

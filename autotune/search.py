@@ -93,6 +93,22 @@ def nearest_by_draws(
     return None if best is None else best[1]
 
 
+def nearest_next_to_known(
+    point: tuple[int, ...],
+    known: list[tuple[int, ...]],
+    sizes: list[int],
+    usable: Callable[[tuple[int, ...]], bool],
+) -> tuple[int, ...] | None:
+    """The usable point nearest `point` among the one-knob neighbours of points known
+    to be valid (measured, or asked and in flight). The repair's last resort: where
+    valid points are rare (about 1 in 20,000 of the separable space at F = 33, rank 2 on
+    the H200) its steps and draws can all miss, and a real search ended after 6 trials,
+    while a valid point's neighbours often are valid."""
+    candidates = {c for base in known for c in one_knob_neighbours(base, sizes)}
+    ordered = sorted(candidates, key=lambda c: (knobs_apart(c, point), c))
+    return next((c for c in ordered if usable(c)), None)
+
+
 class Search:
     """One search over one space, for one problem; history can be added up front."""
 
@@ -268,4 +284,8 @@ class Search:
                 if self._usable(candidate):
                     return candidate
             current = next_bases(changed, self.random, self._point_violations)
-        return nearest_by_draws(point, self.sizes, self._usable, self.random)
+        drawn = nearest_by_draws(point, self.sizes, self._usable, self.random)
+        if drawn is not None:
+            return drawn
+        known = [p for p, value in self.visited.items() if value is not None] + sorted(self.in_flight)
+        return nearest_next_to_known(point, known, self.sizes, self._usable)

@@ -1123,6 +1123,60 @@ def test_a_gpu_separable_search_with_compiles_ahead_runs_its_whole_budget():
             told += 1
 
 
+# A space where only the points next to one are valid: steps from a far point and random
+# draws (1 valid point in 10^8) both miss; the neighbours of a valid point do not.
+NEEDLE_KNOBS = [f"k{i}" for i in range(12)]
+NEEDLE = {"knobs": {name: {"values": list(range(5))} for name in NEEDLE_KNOBS}}
+
+
+def _next_to_zero(config):
+    return sum(config[name] != 0 for name in NEEDLE_KNOBS) <= 1
+
+
+def test_a_repair_where_valid_points_are_too_rare_to_draw_takes_a_known_ones_neighbour():
+    """At F = 33, rank 2 the separable space has 1 valid point in 20,000 on the H200, and
+    a real search there ended after 6 trials: a repair's steps and draws found nothing.
+    With a valid point in flight or measured, the repair takes its nearest free neighbour."""
+    space = SearchSpace.from_dict(NEEDLE)
+    far = {name: 4 for name in NEEDLE_KNOBS}
+    for seed in range(3):
+        alone = Search(space, "random", seed, valid=_next_to_zero)
+        assert alone._repair(alone._point(alone.encode(far))) is None  # nothing known: nothing found
+        search = Search(space, "random", seed, valid=_next_to_zero)
+        search.enqueue({name: 0 for name in NEEDLE_KNOBS})
+        _, centre = search.ask()  # in flight
+        repaired = search._repair(search._point(search.encode(far)))
+        assert repaired is not None
+        config = search.decode(search._params(repaired))
+        assert _next_to_zero(config) and config != centre
+        assert sum(v == 4 for v in config.values()) == 1  # the neighbour nearest the far point
+        trial, _ = search.ask()
+        search.tell(trial, 1.0)
+        assert all(_next_to_zero(search.ask()[1]) for _ in range(5))
+
+
+def test_a_shared_search_takes_a_known_points_neighbour_where_valid_points_are_rare():
+    import optuna
+
+    from autotune.store import config_key
+    from autotune.tune.shared import SharedSearch
+
+    space = SearchSpace.from_dict(NEEDLE)
+    search = SharedSearch(
+        None,  # type: ignore[arg-type] - a repair reads no table
+        optuna.create_study(),
+        space,
+        _next_to_zero,
+        budget=None,
+        seed=0,
+    )
+    far = {name: 4 for name in NEEDLE_KNOBS}
+    assert search._repair(far, held=set()) is None
+    centre = {name: 0 for name in NEEDLE_KNOBS}
+    repaired = search._repair(far, held={config_key(centre)}, known=[centre])
+    assert repaired is not None and _next_to_zero(repaired) and repaired != centre
+
+
 def test_a_shared_search_repairs_the_streaming_form_on_a_gpu():
     """The shared search's repair ends as the single one's does: a CPU-only point of the
     separable space (the streaming form) is mended into a valid GPU point."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import optuna
@@ -26,7 +26,13 @@ import optuna
 from autotune.errors import UsageError
 from autotune.outcomes import Status
 from autotune.samplers import GPSampler
-from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS, nearest_by_draws, next_bases
+from autotune.search import (
+    DEFAULT_SAMPLER,
+    STARTUP_TRIALS,
+    nearest_by_draws,
+    nearest_next_to_known,
+    next_bases,
+)
 from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
@@ -139,20 +145,23 @@ class SharedSearch:
                 ):
                     self._skip(trial, "budget spent")
                     return None
-                held = {config_key(t.params) for t in trials if t.number != trial.number and _holds_point(t)}
+                holding = [t for t in trials if t.number != trial.number and _holds_point(t)]
+                held = {config_key(t.params) for t in holding}
                 if usable and config_key(config) not in held:
                     trial.set_user_attr("claimed", True)
                     return trial, config
             self._skip(trial, "taken" if usable else "invalid")
-            repaired = self._repair(config, held)
+            failed = optuna.trial.TrialState.FAIL
+            known = [self.space.complete(t.params) for t in holding if t.state != failed]
+            repaired = self._repair(config, held, known)
             if repaired is None:
                 return None
             self.study.enqueue_trial(repaired, skip_if_exists=False)
         return None
 
-    def _repair(self, config: Config, held: set[str]) -> Config | None:
+    def _repair(self, config: Config, held: set[str], known: Sequence[Config] = ()) -> Config | None:
         """The nearest valid point no trial holds: one knob changed, then two, ...; else
-        the nearest among random draws."""
+        the nearest among random draws; else the nearest neighbour of a `known` valid point."""
         names = list(self.space.knobs)
         current = [config]
         for _ in range(len(names)):
@@ -177,8 +186,13 @@ class SharedSearch:
             candidate = as_config(point)
             return config_key(candidate) not in held and self.valid(candidate)
 
-        start = tuple(knob.values.index(config[name]) for name, knob in zip(names, knobs, strict=True))
-        found = nearest_by_draws(start, [len(k.values) for k in knobs], usable, self.random)
+        def as_point(values: Config) -> tuple[int, ...]:
+            return tuple(knob.values.index(values[name]) for name, knob in zip(names, knobs, strict=True))
+
+        start, sizes = as_point(config), [len(k.values) for k in knobs]
+        found = nearest_by_draws(start, sizes, usable, self.random)
+        if found is None:
+            found = nearest_next_to_known(start, [as_point(c) for c in known], sizes, usable)
         return None if found is None else as_config(found)
 
     @_database_errors

@@ -232,6 +232,15 @@ def _separable_cases() -> list[Case]:
             key = {"filter_width": 4, "rank": 2, "out_width": 11, "out_height": 6, "dtype": dtype}
             key |= {"out_dtype": dtype, "border": border} | ({"anchor": 3} if border != "none" else {})
             out.append(("separable", config, key))
+    # Tiles that walk down and read the next tile's rows ahead (prefetch), 'valid' and every
+    # border: groups whose walk ends inside the image and past its last row.
+    for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
+        row_columns = ("strided", "transposed")[number % 2]
+        config = {**base, "cache_input": True, "row_columns": row_columns, "tiles_down": 4, "prefetch": True}
+        dtype = pixel_types[(number + 4) % len(pixel_types)]
+        key = {"filter_width": 4, "rank": 1 + number % 2, "out_width": 19, "out_height": 37, "dtype": dtype}
+        key |= {"out_dtype": dtype, "border": border} | ({"anchor": 1} if border != "none" else {})
+        out.append(("separable", space.complete(config), key))
     # Two launches, each pixel type: rows read as vectors (13 outputs: rows 16 pixels wide,
     # 4-pixel aligned), and columns as float4s with outputs stored as vectors (16 outputs).
     for dtype in pixel_types:

@@ -114,6 +114,33 @@ def test_streaming_and_two_launch_kernels_of_any_pixels_verify(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+PREFETCH_CASES = [
+    ("none", "float32", 1, {"local_x": 16, "local_y": 2, "work_y": 4, "tiles_down": 8}),
+    ("constant", "uint8", 2, {"local_x": 8, "local_y": 4, "work_y": 2, "tiles_down": 4}),
+    ("replicate", "float16", 1, {"row_columns": "transposed", "row_window": 4, "row_loads": 4}),
+    ("reflect", "uint16", 3, {"local_x": 4, "local_y": 8, "work_x": 2, "tiles_down": 2}),
+    ("mirror", "uint8", 1, {"row_columns": "transposed", "work_x": 2, "row_window": 8, "row_loads": 4}),
+    ("wrap", "int16", 2, {"row_columns": "contiguous", "work_x": 2, "tiles_down": 8}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,rank,changes", PREFETCH_CASES)
+def test_tiles_that_read_the_next_tiles_rows_ahead_verify(separable_evaluator, border, dtype, rank, changes):
+    """`prefetch`: the rows tile step + 1 adds are read while step filters, through the
+    border where that tile reaches past the image (its first and last groups, its left and
+    right columns) and straight from it elsewhere; walks end past the last row or inside it."""
+    config = {"cache_input": True, "local_x": 4, "local_y": 4, "work_y": 4, "tiles_down": 4, "prefetch": True}
+    config = SEPARABLE.space.complete(config | changes)
+    anchor = -1 if border == "none" else rank
+    pixels = {"out_dtype": dtype, "border": border, "anchor": anchor}
+    problem = SeparableProblem(5, rank, 45, 70, dtype, seed=rank, **pixels)
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
+    variant = SEPARABLE.render(config, problem)
+    assert "next_0 = " in variant.source
+    result = separable_evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
 @pytest.mark.parametrize("out_dtype", ["uint8", "uint16", "int16"])
 @pytest.mark.parametrize("form", ["tiled", *FORMS])
 def test_bit_conversion_of_integer_outputs_verifies(separable_evaluator, form, out_dtype):

@@ -80,10 +80,10 @@ def nearest_by_draws(
     point: tuple[int, ...], sizes: list[int], usable: Callable[[tuple[int, ...]], bool], rng: random.Random
 ) -> tuple[int, ...] | None:
     """The usable point, among `REPAIR_DRAWS` random ones, that differs from `point` in
-    the fewest knobs. The last resort of a repair: where the rules tie knobs together
-    (the streaming form and `x_vector`, say) the points breaking the fewest rules can
-    form a plateau that one-knob steps do not leave, while a random draw lands on a valid
-    point often enough (1 in 400 for the separable space on a GPU)."""
+    the fewest knobs. A repair's step after the one-knob steps: where the rules tie knobs
+    together (the streaming form and `x_vector`, say) the points breaking the fewest rules
+    can form a plateau that one-knob steps do not leave, while a random draw lands on a
+    valid point often enough (1 in 400 for the separable space on a GPU at F = 9)."""
     best: tuple[int, tuple[int, ...]] | None = None
     for _ in range(REPAIR_DRAWS):
         candidate = tuple(rng.randrange(n) for n in sizes)
@@ -102,8 +102,8 @@ def nearest_next_to_known(
     """The usable point nearest `point` among the one-knob neighbours of points known
     to be valid (measured, or asked and in flight). The repair's last resort: where
     valid points are rare (about 1 in 20,000 of the separable space at F = 33, rank 2 on
-    the H200) its steps and draws can all miss, and a real search ended after 6 trials,
-    while a valid point's neighbours often are valid."""
+    the H200) its steps and draws can all miss, and real searches there ended after 8 or
+    9 of 30-40 trials, while a valid point's neighbours often are valid."""
     candidates = {c for base in known for c in one_knob_neighbours(base, sizes)}
     ordered = sorted(candidates, key=lambda c: (knobs_apart(c, point), c))
     return next((c for c in ordered if usable(c)), None)
@@ -275,7 +275,8 @@ class Search:
 
     def _repair(self, point: tuple[int, ...]) -> tuple[int, ...] | None:
         """Change one knob, then two, ... until the point is valid and unvisited; else
-        the nearest such point among random draws."""
+        the nearest such point among random draws; else the nearest free neighbour of a
+        point measured or in flight."""
         current = [point]
         for _ in range(len(self.sizes)):
             changed = [neighbour for base in current for neighbour in self._neighbours(base)]

@@ -241,6 +241,14 @@ def _separable_cases() -> list[Case]:
         key = {"filter_width": 4, "rank": 1 + number % 2, "out_width": 19, "out_height": 37, "dtype": dtype}
         key |= {"out_dtype": dtype, "border": border} | ({"anchor": 1} if border != "none" else {})
         out.append(("separable", space.complete(config), key))
+    # The same with row windows read as float4s, and with columns carried in registers.
+    for changes in (
+        {"row_columns": "transposed", "work_x": 4, "row_window": 4, "row_loads": 4},
+        {"row_columns": "contiguous", "local_y": 1, "work_y": 4, "carry_rows": True},
+    ):
+        config = {**base, "cache_input": True, "tiles_down": 4, "prefetch": True, **changes}
+        key = {"filter_width": 4, "rank": 2, "out_width": 19, "out_height": 37, "dtype": "float32"}
+        out.append(("separable", space.complete(config), key | {"border": "mirror", "anchor": 2}))
     # Two launches, each pixel type: rows read as vectors (13 outputs: rows 16 pixels wide,
     # 4-pixel aligned), and columns as float4s with outputs stored as vectors (16 outputs).
     for dtype in pixel_types:

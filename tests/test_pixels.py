@@ -161,8 +161,8 @@ def test_borders_with_float4_reads_at_every_anchor(border, cache_local, width, a
 @pytest.mark.parametrize("border", list(CV2_BORDERS))
 def test_convolve_equals_cv2_filter2d(dtype, border):
     """ddepth=-1 (the image's type) and ddepth=CV_32F, odd and even widths, awkward sizes.
-    Each case takes two of the widths 1, 3, 4, 7 (one odd, one even), in turn, so every
-    width meets every border and type across the cases without compiling all of them."""
+    Each case takes an odd width (1, 3, 7) and an even one (4, 2) in turn, so the widths
+    meet every border and type across the cases without each case compiling all of them."""
     rng = np.random.default_rng(3)
     turn = list(CV2_BORDERS).index(border) + ["uint8", "uint16", "int16", "float32"].index(dtype)
     widths = [(1, 3, 7)[turn % 3], (4, 2)[turn % 2]]
@@ -884,7 +884,8 @@ def test_convolve_command_reads_and_writes_png_and_tiff(tmp_path):
 CHANNEL_BORDERS = ["none", "constant", "replicate", "reflect", "mirror", "wrap"]
 
 
-# Every border with two of the channel counts 2, 3, 4 in turn (every pair across the borders).
+# Every border with two of the channel counts 2, 3, 4 in turn: 12 of the 18 pairs, each count
+# with four borders.
 @pytest.mark.parametrize(
     "channels,border", [(2 + (i + k) % 3, border) for i, border in enumerate(CHANNEL_BORDERS) for k in (0, 1)]
 )

@@ -1135,11 +1135,12 @@ def _next_to_zero(config):
 
 def test_a_repair_where_valid_points_are_too_rare_to_draw_takes_a_known_ones_neighbour():
     """At F = 33, rank 2 the separable space has 1 valid point in 20,000 on the H200, and
-    a real search there ended after 6 trials: a repair's steps and draws found nothing.
-    With a valid point in flight or measured, the repair takes its nearest free neighbour."""
+    a real search there ended after 8 of 30 trials: a repair's steps and draws found
+    nothing. With a valid point in flight or measured, the repair takes its nearest free
+    neighbour."""
     space = SearchSpace.from_dict(NEEDLE)
     far = {name: 4 for name in NEEDLE_KNOBS}
-    for seed in range(3):
+    for seed in range(1):  # each failing repair walks every step and draw: seconds
         alone = Search(space, "random", seed, valid=_next_to_zero)
         assert alone._repair(alone._point(alone.encode(far))) is None  # nothing known: nothing found
         search = Search(space, "random", seed, valid=_next_to_zero)

@@ -257,7 +257,7 @@ def test_two_launches_are_one_variant_with_their_own_fingerprint():
         SEPARABLE.render({**TWO_PASSES, "row_loads": 4, "work_x": 2}, problem)
 
 
-# Every border with two of the anchors 0, 2, 4 in turn (every pair across the borders).
+# Every border with two of the anchors 0, 2, 4 in turn: 10 of the 15 pairs.
 @pytest.mark.parametrize(
     "border,anchor",
     [

@@ -141,6 +141,19 @@ def test_tiles_that_read_the_next_tiles_rows_ahead_verify(separable_evaluator, b
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+def test_the_walk_prefetch_preset_walks_many_tiles_and_verifies(separable_evaluator):
+    """The preset's 32-row tiles walk 16 down: tall images take it through many steps, one
+    walk ending inside the image (300 rows) and one group of a single step (530 rows)."""
+    preset = SEPARABLE.space.presets["walk_prefetch"].config
+    for problem in (
+        SeparableProblem(7, 2, 70, 300, "float32", seed=3),
+        SeparableProblem(5, 1, 131, 530, "uint8", seed=4, out_dtype="uint8", border="reflect", anchor=1),
+    ):
+        assert not SEPARABLE.violations(preset, problem)
+        result = separable_evaluator.measure(SEPARABLE.render(preset, problem), problem)
+        assert result.status.value == "ok", f"{problem.key()}: {result.error}"
+
+
 @pytest.mark.parametrize("out_dtype", ["uint8", "uint16", "int16"])
 @pytest.mark.parametrize("form", ["tiled", *FORMS])
 def test_bit_conversion_of_integer_outputs_verifies(separable_evaluator, form, out_dtype):

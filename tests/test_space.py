@@ -214,8 +214,9 @@ def test_with_value_on_the_kernel_space():
             config = space.with_value(base, name, value, same)
             assert config is not None, f"no valid config has {name}={value}"
             assert config[name] == value and space.violations(config, same) == []
-    # 'valid' output: no config has border_groups. (with_value would say None after a pass
-    # over the whole space, minutes; the None path is tested on a small space above.)
+    # 'valid' output: border_groups breaks a rule that names the border alone, so no config
+    # has it. (with_value says None only after a pass over the whole space, minutes; its
+    # None path is tested on a small space above.)
     reasons = space.violations({**base, "border_groups": True}, problem)
     assert reasons == ["border_groups is for 'same' output (a border) without cache_local"]
 

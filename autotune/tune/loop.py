@@ -290,7 +290,7 @@ class Tuner:
         self.listener("problem", {"label": label, "problem": problem, "total": total, "done": result.trials})
         lookahead = self.compile_pool.size if self.compile_pool is not None else 1
         pending: deque[_Pending] = deque()
-        asking, ask_after_tell = True, False
+        asking = True
         while not self.stop.requested and (total is None or result.trials < total):
             # Keep `lookahead` valid points in flight: their compiles run while one is timed.
             while (
@@ -302,10 +302,7 @@ class Tuner:
                 if not (deadline is not None and time.monotonic() >= deadline) and not search.exhausted:
                     asked = search.ask()  # only valid points; None once every one is measured
                 if asked is None:
-                    # With points in flight, none left may only mean none but those: ask
-                    # again once one is told (a measured point's neighbours open up).
                     asking = False
-                    ask_after_tell = bool(pending)
                     break
                 optuna_trial, config = asked
                 key = config_key(config)
@@ -326,7 +323,6 @@ class Tuner:
                     m, item.config, item.key, item.origin, result.trials, variant.fingerprint
                 )
             search.tell(item.trial, record.time_ms if record.status == Status.OK else None, record)
-            asking, ask_after_tell = asking or ask_after_tell, False
             result.trials += 1
             if record.status != Status.OK:
                 result.failures[record.status] += 1

@@ -250,8 +250,10 @@ def test_cli_tunes_and_exports_separable_kinds_of_real_images(tmp_path):
     assert search.returncode == 0, search.stderr
     (record,) = cli_json("best", "--family", "separable", "--db", db)["kernels"]
     assert record["problem"] == "F=5,rank=1 uint8->uint8 mirror"
-    # 'same' output reads the border while staging the tile, or in the streaming form's copied lines
-    assert record["config"]["cache_input"] is True or record["config"]["stream_rows"] > 0
+    # 'same' output reads the border while staging the tile, in the streaming form's copied
+    # lines, or in two launches where a window passes an edge
+    config = record["config"]
+    assert config["cache_input"] is True or config["stream_rows"] > 0 or config["passes"] == 2
     export = run_cli("export", "--family", "separable", "-d", "0", "--db", db, "--out", str(tmp_path / "out"))
     assert export.returncode == 0, export.stderr
     manifest = json.loads((tmp_path / "out" / "separable_f5_r1_uint8_uint8_mirror.json").read_text())

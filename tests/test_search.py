@@ -1178,6 +1178,30 @@ def test_a_shared_search_takes_a_known_points_neighbour_where_valid_points_are_r
     assert repaired is not None and _next_to_zero(repaired) and repaired != centre
 
 
+def test_a_shared_search_asks_on_past_a_proposal_no_step_or_draw_can_mend(tmp_path):
+    """Through `ask`: the points workers claimed are the known valid points a repair falls
+    back on (a real SQLite store, a study every worker would share)."""
+    import optuna
+
+    from autotune.store import Store
+    from autotune.tune.shared import SharedSearch
+
+    space = SearchSpace.from_dict(NEEDLE)
+    centre = {name: 0 for name in NEEDLE_KNOBS}
+    store = Store(f"sqlite:///{tmp_path / 'shared.db'}")
+    try:
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        search = SharedSearch(store, study, space, _next_to_zero, budget=None, seed=0)
+        search.enqueue(centre)
+        assert search.ask()[1] == centre  # claimed: a worker measures it
+        for _ in range(3):  # random proposals, none valid: each repaired next to a claimed point
+            asked = search.ask()
+            assert asked is not None, "the shared search gave up"
+            assert _next_to_zero(asked[1]) and asked[1] != centre
+    finally:
+        store.close()
+
+
 def test_a_shared_search_repairs_the_streaming_form_on_a_gpu():
     """The shared search's repair ends as the single one's does: a CPU-only point of the
     separable space (the streaming form) is mended into a valid GPU point."""

@@ -109,6 +109,29 @@ def nearest_next_to_known(
     return next((c for c in ordered if usable(c)), None)
 
 
+def repair_point(
+    point: tuple[int, ...],
+    sizes: list[int],
+    usable: Callable[[tuple[int, ...]], bool],
+    rng: random.Random,
+    violations: Callable[[tuple[int, ...]], int] | None,
+    known: Callable[[], list[tuple[int, ...]]],
+) -> tuple[int, ...] | None:
+    """The usable point nearest `point`: one knob changed, then two, ... (`next_bases`);
+    else the nearest among random draws; else the nearest free neighbour of a `known`
+    valid point. What `Search` and the shared search both do with a point they cannot use."""
+    current = [point]
+    for _ in range(len(sizes)):
+        changed = [neighbour for base in current for neighbour in one_knob_neighbours(base, sizes)]
+        rng.shuffle(changed)
+        for candidate in changed:
+            if usable(candidate):
+                return candidate
+        current = next_bases(changed, rng, violations)
+    drawn = nearest_by_draws(point, sizes, usable, rng)
+    return drawn if drawn is not None else nearest_next_to_known(point, known(), sizes, usable)
+
+
 class Search:
     """One search over one space, for one problem; history can be added up front."""
 
@@ -274,19 +297,10 @@ class Search:
         return next((c for c in candidates if self._usable(c)), None)
 
     def _repair(self, point: tuple[int, ...]) -> tuple[int, ...] | None:
-        """Change one knob, then two, ... until the point is valid and unvisited; else
-        the nearest such point among random draws; else the nearest free neighbour of a
-        point measured or in flight."""
-        current = [point]
-        for _ in range(len(self.sizes)):
-            changed = [neighbour for base in current for neighbour in self._neighbours(base)]
-            self.random.shuffle(changed)
-            for candidate in changed:
-                if self._usable(candidate):
-                    return candidate
-            current = next_bases(changed, self.random, self._point_violations)
-        drawn = nearest_by_draws(point, self.sizes, self._usable, self.random)
-        if drawn is not None:
-            return drawn
-        known = [p for p, value in self.visited.items() if value is not None] + sorted(self.in_flight)
-        return nearest_next_to_known(point, known, self.sizes, self._usable)
+        """The nearest valid unvisited point (`repair_point`); the known valid points are
+        those measured and those in flight."""
+
+        def known() -> list[tuple[int, ...]]:
+            return [p for p, value in self.visited.items() if value is not None] + sorted(self.in_flight)
+
+        return repair_point(point, self.sizes, self._usable, self.random, self._point_violations, known)

@@ -26,13 +26,7 @@ import optuna
 from autotune.errors import UsageError
 from autotune.outcomes import Status
 from autotune.samplers import GPSampler
-from autotune.search import (
-    DEFAULT_SAMPLER,
-    STARTUP_TRIALS,
-    nearest_by_draws,
-    nearest_next_to_known,
-    next_bases,
-)
+from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS, repair_point
 from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
@@ -151,48 +145,37 @@ class SharedSearch:
                     trial.set_user_attr("claimed", True)
                     return trial, config
             self._skip(trial, "taken" if usable else "invalid")
-            failed = optuna.trial.TrialState.FAIL
-            known = [self.space.complete(t.params) for t in holding if t.state != failed]
-            repaired = self._repair(config, held, known)
+            measured_or_claimed = [t.params for t in holding if t.state != optuna.trial.TrialState.FAIL]
+            repaired = self._repair(config, held, measured_or_claimed)
             if repaired is None:
                 return None
             self.study.enqueue_trial(repaired, skip_if_exists=False)
         return None
 
     def _repair(self, config: Config, held: set[str], known: Sequence[Config] = ()) -> Config | None:
-        """The nearest valid point no trial holds: one knob changed, then two, ...; else
-        the nearest among random draws; else the nearest neighbour of a `known` valid point."""
-        names = list(self.space.knobs)
-        current = [config]
-        for _ in range(len(names)):
-            changed = [
-                {**base, name: value}
-                for base in current
-                for name in names
-                for value in self.space.knobs[name].values
-                if value != base[name]
-            ]
-            self.random.shuffle(changed)
-            for candidate in changed:
-                if config_key(candidate) not in held and self.valid(candidate):
-                    return candidate
-            current = next_bases(changed, self.random, self.violations)
-        knobs = list(self.space.knobs.values())
+        """The nearest valid point no trial holds (`repair_point`, as `Search` repairs); the
+        `known` valid points: those workers claimed or measured."""
+        names, knobs = list(self.space.knobs), list(self.space.knobs.values())
 
         def as_config(point: tuple[int, ...]) -> Config:
             return {name: knob.values[i] for name, knob, i in zip(names, knobs, point, strict=True)}
+
+        def as_point(values: Config) -> tuple[int, ...]:
+            return tuple(knob.values.index(values[name]) for name, knob in zip(names, knobs, strict=True))
 
         def usable(point: tuple[int, ...]) -> bool:
             candidate = as_config(point)
             return config_key(candidate) not in held and self.valid(candidate)
 
-        def as_point(values: Config) -> tuple[int, ...]:
-            return tuple(knob.values.index(values[name]) for name, knob in zip(names, knobs, strict=True))
-
-        start, sizes = as_point(config), [len(k.values) for k in knobs]
-        found = nearest_by_draws(start, sizes, usable, self.random)
-        if found is None:
-            found = nearest_next_to_known(start, [as_point(c) for c in known], sizes, usable)
+        count = self.violations
+        found = repair_point(
+            as_point(config),
+            [len(k.values) for k in knobs],
+            usable,
+            self.random,
+            None if count is None else lambda point: count(as_config(point)),
+            lambda: [as_point(self.space.complete(c)) for c in known],
+        )
         return None if found is None else as_config(found)
 
     @_database_errors

@@ -1093,7 +1093,8 @@ def test_a_point_several_knobs_from_any_valid_one_is_repaired(sampler):
 
 
 def test_a_gpu_separable_search_with_compiles_ahead_runs_its_whole_budget():
-    """On a GPU 1 point in 400 of the separable space is valid, and the points breaking
+    """On a GPU few points of the separable space are valid (1 in 400 when this was written,
+    4 in 20,000 at F = 9 with today's knobs: bench/repair_rare_points.py), and the points breaking
     the fewest rules form plateaus (the streaming form needs `x_vector`, which the device
     rules out): with 16 points in flight and a start point drawn 100 times, repairs gave
     up and a real H200 search ended F = 9 after 5 trials. Each width must get its 70."""

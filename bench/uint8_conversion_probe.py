@@ -222,6 +222,7 @@ def main() -> int:
     parser.add_argument("--filter-width", default="3,5")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="", help="label prefixes to run, comma-separated (copy,walk,...)")
     parser.add_argument("--out", type=Path, default=None, help="write probe.json and probe.md here")
     args = parser.parse_args()
     out_width, out_height = (int(n) for n in args.size.split("x"))
@@ -304,7 +305,8 @@ def main() -> int:
                 )
             )
         built = {}
-        for case in cases:
+        prefixes = tuple(filter(None, args.only.split(",")))
+        for case in (c for c in cases if not prefixes or c[0].startswith(prefixes)):
             label, text, global_size, local, arguments, check = case[:6]
             name = case[6] if len(case) > 6 else "probe"
             options = list(case[7]) if len(case) > 7 else []

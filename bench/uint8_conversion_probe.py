@@ -14,6 +14,10 @@ The questions, each answered by one rung:
   2^23 and 2^23 subtracted: an integer op and an add, no conversion instruction).
 - output `bits`: clamp to [0, 255] with fmin/fmax, add 2^23 (rounds half to even, as
   `_rte`), keep the low byte; four bytes packed into one uint store.
+- `walk`: a work-item walks 4 or 16 tiles down, keeping the F - 1 rows that tiles share
+  converted in registers (fewer loads and conversions); `prefetch` loads the next step's
+  bytes before this step's arithmetic.
+- `family`: the family's own kernels for four hand-picked shapes.
 
 On NVIDIA GPUs conversion instructions issue at a fraction of the FMA rate, so a kernel
 whose arithmetic is 9 multiply-adds an output can be bound by its conversions; the
@@ -21,8 +25,8 @@ ladder shows whether it is. Every variant's output is compared with a float64 re
 rounded the same way (at most 1 level off, on float32 ties) before its time counts.
 Times are OpenCL profiling events, median of --repeats launches, the rounds interleaved.
 
-    python3 bench/uint8_conversion_probe.py --device 0 --filter-width 3,5 --out DIR
-    python3 bench/uint8_conversion_probe.py --device 0 --size 256x64 --filter-width 3   # a CPU check
+    python3 bench/uint8_conversion_probe.py --device 0 --filter-width 3,5 --out DIR [--only copy,walk]
+    python3 bench/uint8_conversion_probe.py --device 0 --size 256x128 --filter-width 3   # a CPU check
 """
 
 from __future__ import annotations

@@ -49,7 +49,9 @@ class SearchOptions:
     # value), the log2 ratio of their values: where rules tie sizes together (a tile and the
     # work-group that divides it) the time may follow the ratio more than either size.
     ratio_features: bool = False
-    # Local steps around several basins (1: around the best point only). The centres are
+    # Measured and not made the default (BENCHMARKS.md, "Two `gp` settings for the misses
+    # at 50 evaluations"): local steps around several basins (1: around the best point
+    # only), and a spent best point's local turns given to the global step. The centres are
     # the best point and, in turn, the best measured point three knobs or more from every
     # centre before it (a jump no one- or two-knob step makes). A centre is spent once
     # `basin_patience` of its one-knob neighbours are measured (none beat it: it is the

@@ -336,7 +336,7 @@ class GPSampler(optuna.samplers.BaseSampler):
     def _gp_proposal(self) -> Point | None:
         """The local step on every other call, the global step on the rest."""
         assert self.best is not None
-        near = self._local_candidates() if len(self.visited) % 2 else []
+        near = self._local_candidates() if len(self.visited) % 2 and not self._local_spent() else []
         step = self.options.global_step
         far = False
         if not near and self._stalled():
@@ -359,6 +359,15 @@ class GPSampler(optuna.samplers.BaseSampler):
         )
         return candidates[index]
 
+    def _local_spent(self) -> bool:
+        """`local_patience` of the best point's one-knob neighbours are measured: a trap
+        for the local step, whose turns then go to the global step."""
+        patience = self.options.local_patience
+        if not patience or self.best is None:
+            return False
+        centre = self.best[1]
+        return sum(knobs_apart(p, centre) == 1 for p in self.visited) >= patience
+
     def _stalled(self) -> bool:
         after = self.options.stall_after
         return bool(after) and len(self.visited) - self._progress_at >= after
@@ -377,7 +386,10 @@ class GPSampler(optuna.samplers.BaseSampler):
             explored = sorted((v, p) for p, v in since if v is not None and knobs_apart(p, centre) > 1)
             if explored:
                 centre = explored[0][1]
-        near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]
+        if self.options.local_centres > 1:
+            centre, near = self._basin_centre()
+        else:
+            near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]
         if self.options.local_radius > 1 and (not near or self._stalled()):
             return near + self._wider_neighbours(centre)
         if not self.options.switches_first:
@@ -393,6 +405,35 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
         return first or near
+
+    def _basin_centres(self) -> list[Point]:
+        """The best point, then up to `local_centres - 1` more: each the best measured
+        point three knobs or more from every centre before it. Radius-2 traps (GEMM's at
+        1.078-1.212) hold against one- and two-knob steps, so a basin the local steps
+        have not reached lies three knobs away."""
+        centres: list[Point] = []
+        for _, point in sorted((v, p) for p, v in self.visited.items() if v is not None):
+            if all(knobs_apart(point, c) >= 3 for c in centres):
+                centres.append(point)
+                if len(centres) == self.options.local_centres:
+                    break
+        return centres
+
+    def _basin_centre(self) -> tuple[Point, list[Point]]:
+        """The first centre not yet spent and its usable one-knob neighbours; spent: no
+        usable neighbour left, or `basin_patience` neighbours measured (none beat a
+        centre, the best of its basin). All spent: the best point, as with one centre."""
+        assert self.best is not None
+        fallback: tuple[Point, list[Point]] | None = None
+        for centre in self._basin_centres():
+            ring = one_knob_neighbours(centre, self.sizes)
+            near = [p for p in ring if self._usable(p)]
+            if fallback is None:
+                fallback = (centre, near)
+            measured = sum(p in self.visited for p in ring)
+            if near and measured < self.options.basin_patience:
+                return centre, near
+        return fallback or (self.best[1], [])
 
     def _wider_neighbours(self, centre: Point) -> list[Point]:
         """Usable points 2 .. `local_radius` knobs from `centre`: those of the nearest

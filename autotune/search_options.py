@@ -49,6 +49,20 @@ class SearchOptions:
     # value), the log2 ratio of their values: where rules tie sizes together (a tile and the
     # work-group that divides it) the time may follow the ratio more than either size.
     ratio_features: bool = False
+    # Measured and not made the default (BENCHMARKS.md, "Two `gp` settings for the misses
+    # at 50 evaluations"): local steps around several basins (1: around the best point
+    # only), and a spent best point's local turns given to the global step. The centres are
+    # the best point and, in turn, the best measured point three knobs or more from every
+    # centre before it (a jump no one- or two-knob step makes). A centre is spent once
+    # `basin_patience` of its one-knob neighbours are measured (none beat it: it is the
+    # best of its basin) or none is left; the local step goes around the first centre not
+    # spent, else around the best point. A new best in a basin is a fresh centre.
+    local_centres: int = 1
+    basin_patience: int = 4
+    # Budget to the step that pays (0: off): once this many of the best point's one-knob
+    # neighbours are measured (none beat it), its local turns go to the global step until
+    # a new best point comes (whose neighbours are tried afresh).
+    local_patience: int = 0
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
@@ -61,6 +75,8 @@ class SearchOptions:
             raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
         if self.local_radius < 1:
             raise UsageError("local_radius must be >= 1")
+        if self.local_centres < 1 or self.basin_patience < 1 or self.local_patience < 0:
+            raise UsageError("local_centres and basin_patience must be >= 1, local_patience >= 0")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 

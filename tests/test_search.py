@@ -580,6 +580,54 @@ def test_a_stalled_search_takes_its_local_steps_around_a_second_basin():
     assert centres["explored"] == set(one_knob_neighbours((7, 1), [10, 10]))
 
 
+def test_local_steps_move_to_a_second_basin_once_the_best_ones_is_spent():
+    """With `local_centres=2`, once `basin_patience` one-knob neighbours of the best point
+    are measured (none better), the local step moves one knob from the best point three
+    knobs or more from it; a new best in that basin stays its centre. With one centre
+    the local step stays around the best point."""
+    names = "abcd"
+    space = SearchSpace.from_dict({"knobs": {n: {"values": list(range(5))} for n in names}})
+    best, other, near_best = (0, 0, 0, 0), (3, 3, 3, 0), (1, 1, 0, 0)
+    history = [(best, 1.0), (other, 1.3), (near_best, 1.1)]
+    history += [((0, 0, 0, 1), 1.5), ((0, 0, 1, 0), 1.6), ((0, 2, 0, 0), 1.7)]  # the best one's neighbours
+    offered = {}
+    for centres in (1, 2):
+        options = SearchOptions(local_centres=centres, basin_patience=3, switches_first=False)
+        search = Search(space, "gp", seed=5, options=options)
+        for point, seconds in history:
+            search.add_history(dict(zip(names, point, strict=True)), seconds)
+        gp = gp_of(search)
+        offered[centres] = set(gp._local_candidates())
+        if centres == 2:
+            assert gp._basin_centres() == [best, other]  # (1, 1, 0, 0) is two knobs from the best
+    assert offered[1] == {p for p in one_knob_neighbours(best, [5] * 4) if p not in dict(history)}
+    assert offered[2] == set(one_knob_neighbours(other, [5] * 4))
+
+
+def test_local_turns_go_to_the_global_step_once_the_best_points_neighbours_are_spent():
+    """With `local_patience=3`, once three one-knob neighbours of the best point are
+    measured (none better), its local turns are global steps; a new best point's
+    neighbours are tried again. Off (0) or not yet spent, the local step takes its turn."""
+    space = SearchSpace.from_dict(
+        {"knobs": {"x": {"values": list(range(10))}, "y": {"values": list(range(10))}}}
+    )
+    history = [((2, 2), 1.0), ((2, 3), 1.2), ((3, 2), 1.3), ((2, 1), 1.4), ((8, 8), 2.0)]
+    for patience, spent in ((0, False), (3, True), (4, False)):
+        search = Search(space, "gp", seed=6, options=SearchOptions(local_patience=patience))
+        for (x, y), seconds in history:
+            search.add_history({"x": x, "y": y}, seconds)
+        gp = gp_of(search)
+        assert len(gp.visited) % 2 == 1  # a local turn
+        assert gp._local_spent() is spent
+        local_steps: list[int] = []
+        gp._local_candidates = lambda calls=local_steps: calls.append(1) or []  # type: ignore[method-assign]
+        assert gp._gp_proposal() is not None
+        assert bool(local_steps) is not spent
+        if spent:
+            search.add_history({"x": 6, "y": 6}, 0.5)
+            assert not gp_of(search)._local_spent()
+
+
 @pytest.mark.parametrize("knobs, values", [(3, 4), (6, 7)])  # every point scored; a sample (7**6 > 50 000)
 def test_the_local_step_widens_to_two_knobs_once_one_knob_moves_are_spent(knobs, values):
     """With `local_radius=2`, once every one-knob neighbour of the best point is

@@ -421,8 +421,8 @@ class GPSampler(optuna.samplers.BaseSampler):
 
     def _basin_centre(self) -> tuple[Point, list[Point]]:
         """The first centre not yet spent and its usable one-knob neighbours; spent: no
-        usable neighbour left, or `basin_patience` neighbours measured (none beat a
-        centre, the best of its basin). All spent: the best point, as with one centre."""
+        usable neighbour left, or `basin_patience` neighbours measured while it
+        stayed a centre. All spent: the best point, as with one centre."""
         assert self.best is not None
         fallback: tuple[Point, list[Point]] | None = None
         for centre in self._basin_centres():

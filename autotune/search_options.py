@@ -54,14 +54,17 @@ class SearchOptions:
     # only), and a spent best point's local turns given to the global step. The centres are
     # the best point and, in turn, the best measured point three knobs or more from every
     # centre before it (a jump no one- or two-knob step makes). A centre is spent once
-    # `basin_patience` of its one-knob neighbours are measured (none beat it: it is the
-    # best of its basin) or none is left; the local step goes around the first centre not
-    # spent, else around the best point. A new best in a basin is a fresh centre.
+    # `basin_patience` of its one-knob neighbours are measured (none beat it) or none is
+    # left; the local step goes around the first centre not spent, else around the best
+    # point. A new best in a basin is a fresh centre. With `local_centres > 1` the centre
+    # replaces the one `stall_centre` picks.
     local_centres: int = 1
     basin_patience: int = 4
     # Budget to the step that pays (0: off): once this many of the best point's one-knob
     # neighbours are measured (none beat it), its local turns go to the global step until
-    # a new best point comes (whose neighbours are tried afresh).
+    # a new best point comes (whose neighbours are tried afresh). It counts the best
+    # point's neighbours only: with `local_centres` too, a spent best point also ends the
+    # other basins' local turns, and it skips `local_radius`'s wider step.
     local_patience: int = 0
 
     def __post_init__(self) -> None:

@@ -3,8 +3,9 @@
 probe, not part of the family: a ladder of hand-written kernels beside the family's own.
 
 The questions, each answered by one rung:
-- `copy`: each work-item reads the bytes of its tile (uint loads) and writes them out.
-  The floor for this launch shape.
+- `copy`: each work-item reads an output-sized tile of the input (uint loads from the
+  row's 4-byte boundary, no halo) and writes it out: the floor for this launch shape (not
+  checked).
 - `bytes/builtin/builtin`: the family's way: one uchar load and one `convert_float` per
   input value, `convert_uchar4_sat_rte` per 4 outputs.
 - `words/...`: aligned uint loads, the row's misalignment (a 'valid' input row is
@@ -21,8 +22,9 @@ The questions, each answered by one rung:
 
 On NVIDIA GPUs conversion instructions issue at a fraction of the FMA rate, so a kernel
 whose arithmetic is 9 multiply-adds an output can be bound by its conversions; the
-ladder shows whether it is. Every variant's output is compared with a float64 reference
-rounded the same way (at most 1 level off, on float32 ties) before its time counts.
+ladder shows whether it is. Every filtering variant's output is compared with a float64
+reference rounded the same way (at most 1 level off on at most 0.01% of outputs: float32
+against float64 at half-way values) before its time counts.
 Times are OpenCL profiling events, median of --repeats launches, the rounds interleaved.
 
     python3 bench/uint8_conversion_probe.py --device 0 --filter-width 3,5 --out DIR [--only copy,walk]

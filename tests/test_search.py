@@ -580,31 +580,39 @@ def test_a_stalled_search_takes_its_local_steps_around_a_second_basin():
     assert centres["explored"] == set(one_knob_neighbours((7, 1), [10, 10]))
 
 
-def test_local_steps_move_to_a_second_basin_once_the_best_ones_is_spent():
+def test_local_centres_move_to_a_second_basin_once_the_best_one_is_spent():
     """With `local_centres=2`, once `basin_patience` one-knob neighbours of the best point
     are measured (none better), the local step moves one knob from the best point three
-    knobs or more from it; a new best in that basin stays its centre. With one centre
-    the local step stays around the best point."""
+    knobs or more from it, and a new best in that basin becomes its centre. Not yet spent,
+    or with one centre, the local step stays around the best point."""
     names = "abcd"
     space = SearchSpace.from_dict({"knobs": {n: {"values": list(range(5))} for n in names}})
     best, other, near_best = (0, 0, 0, 0), (3, 3, 3, 0), (1, 1, 0, 0)
     history = [(best, 1.0), (other, 1.3), (near_best, 1.1)]
     history += [((0, 0, 0, 1), 1.5), ((0, 0, 1, 0), 1.6), ((0, 2, 0, 0), 1.7)]  # the best one's neighbours
-    offered = {}
-    for centres in (1, 2):
-        options = SearchOptions(local_centres=centres, basin_patience=3, switches_first=False)
+    around_best = {p for p in one_knob_neighbours(best, [5] * 4) if p not in dict(history)}
+
+    def offered(centres: int, patience: int, extra: list = ()) -> tuple[set, object]:
+        options = SearchOptions(local_centres=centres, basin_patience=patience, switches_first=False)
         search = Search(space, "gp", seed=5, options=options)
-        for point, seconds in history:
+        for point, seconds in [*history, *extra]:
             search.add_history(dict(zip(names, point, strict=True)), seconds)
         gp = gp_of(search)
-        offered[centres] = set(gp._local_candidates())
-        if centres == 2:
-            assert gp._basin_centres() == [best, other]  # (1, 1, 0, 0) is two knobs from the best
-    assert offered[1] == {p for p in one_knob_neighbours(best, [5] * 4) if p not in dict(history)}
-    assert offered[2] == set(one_knob_neighbours(other, [5] * 4))
+        return set(gp._local_candidates()), gp
+
+    assert offered(1, 3)[0] == around_best
+    assert offered(2, 4)[0] == around_best  # three of the best point's neighbours measured: not spent
+    moved, gp = offered(2, 3)
+    assert gp._basin_centres() == [best, other]  # (1, 1, 0, 0) is two knobs from the best
+    assert moved == set(one_knob_neighbours(other, [5] * 4))
+    # a better point in the second basin (one knob from its centre) becomes that basin's centre
+    better = (3, 3, 4, 0)
+    moved, gp = offered(2, 3, [(better, 1.2)])
+    assert gp._basin_centres() == [best, better]
+    assert moved == {p for p in one_knob_neighbours(better, [5] * 4) if p != other}
 
 
-def test_local_turns_go_to_the_global_step_once_the_best_points_neighbours_are_spent():
+def test_local_patience_gives_local_turns_to_the_global_step():
     """With `local_patience=3`, once three one-knob neighbours of the best point are
     measured (none better), its local turns are global steps; a new best point's
     neighbours are tried again. Off (0) or not yet spent, the local step takes its turn."""

@@ -38,6 +38,7 @@ import itertools
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,25 @@ def float_of_byte(word: str, index: int, conversion: str) -> str:
     if conversion == "builtin":
         return f"convert_float(as_uchar4({word}).s{index})"
     return f"(as_float({byte_of(word, index)} | 0x4B000000u) - {TWO_23})"
+
+
+def accumulate_row(
+    row: int, work_x: int, work_y: int, taps: np.ndarray, value: Callable[[int], str]
+) -> list[str]:
+    """The multiply-adds input row `row` of a tile adds to each output row it reaches;
+    `value(k)` names the row's k-th converted input."""
+    lines = []
+    for out_row in range(work_y):
+        tap_row = row - out_row
+        if not 0 <= tap_row < taps.shape[0]:
+            continue
+        for tap in range(taps.shape[1]):
+            weight = float(taps[tap_row, tap]).hex()
+            for i in range(work_x):
+                lines.append(
+                    f"        acc_{out_row}_{i} = fma({weight}f, {value(i + tap)}, acc_{out_row}_{i});"
+                )
+    return lines
 
 
 def kernel_source(
@@ -94,16 +114,7 @@ def kernel_source(
                 lines.append(f"        const uint v_{w} = (uint)(upsample(w_{w + 1}, w_{w}) >> shift);")
             for k in range(span):
                 lines.append(f"        const float in_{k} = {float_of_byte(f'v_{k // 4}', k % 4, conv_in)};")
-        for out_row in range(work_y):
-            tap_row = row - out_row
-            if not 0 <= tap_row < filter_width:
-                continue
-            for tap in range(filter_width):
-                weight = float(taps[tap_row, tap]).hex()
-                for i in range(work_x):
-                    lines.append(
-                        f"        acc_{out_row}_{i} = fma({weight}f, in_{i + tap}, acc_{out_row}_{i});"
-                    )
+        lines += accumulate_row(row, work_x, work_y, taps, lambda k: f"in_{k}")
         lines.append("    }")
     for j in range(work_y):
         lines.append(f"    __global uint *out_{j} = (__global uint *)(output + (y0 + {j}) * out_width + x0);")
@@ -164,16 +175,7 @@ def walk_source(
             if row < held
             else (lambda k, row=row: f"new_{row - held}_{k}")
         )
-        for out_row in range(work_y):
-            tap_row = row - out_row
-            if not 0 <= tap_row < filter_width:
-                continue
-            for tap in range(filter_width):
-                weight = float(taps[tap_row, tap]).hex()
-                for i in range(work_x):
-                    lines.append(
-                        f"        acc_{out_row}_{i} = fma({weight}f, {value(i + tap)}, acc_{out_row}_{i});"
-                    )
+        lines += accumulate_row(row, work_x, work_y, taps, value)
     for j in range(work_y):
         lines.append(
             f"        __global uint *out_{j} = "

@@ -63,6 +63,19 @@ def float_of_byte(word: str, index: int, conversion: str) -> str:
     return f"(as_float({byte_of(word, index)} | 0x4B000000u) - {TWO_23})"
 
 
+def kernel_head(work_x: int, rows: int) -> list[str]:
+    """The probe kernel's signature and the corner of its tile (`work_x` x `rows`); tiles
+    past the output's edge return (the probe's sizes have none)."""
+    return [
+        "__kernel void probe(__global const uchar *restrict input, __global uchar *restrict output,",
+        "                    const int in_width, const int out_width, const int out_height)",
+        "{",
+        f"    const int x0 = get_global_id(0) * {work_x};",
+        f"    const int y0 = get_global_id(1) * {rows};",
+        f"    if (x0 + {work_x} > out_width || y0 + {rows} > out_height) return;",
+    ]
+
+
 def accumulate_row(
     row: int, work_x: int, work_y: int, taps: np.ndarray, value: Callable[[int], str]
 ) -> list[str]:
@@ -89,12 +102,7 @@ def kernel_source(
     span = work_x + filter_width - 1  # input bytes of a row a work-item uses
     words = (span + 3) // 4 + 1  # aligned words that cover them wherever the row starts
     lines = [
-        "__kernel void probe(__global const uchar *restrict input, __global uchar *restrict output,",
-        "                    const int in_width, const int out_width, const int out_height)",
-        "{",
-        f"    const int x0 = get_global_id(0) * {work_x};",
-        f"    const int y0 = get_global_id(1) * {work_y};",
-        f"    if (x0 + {work_x} > out_width || y0 + {work_y} > out_height) return;",
+        *kernel_head(work_x, work_y),
     ]
     for j, i in itertools.product(range(work_y), range(work_x)):
         lines.append(f"    float acc_{j}_{i} = 0.0f;")
@@ -144,12 +152,7 @@ def walk_source(
     assert work_y >= filter_width - 1
     span, held = work_x + filter_width - 1, filter_width - 1
     lines = [
-        "__kernel void probe(__global const uchar *restrict input, __global uchar *restrict output,",
-        "                    const int in_width, const int out_width, const int out_height)",
-        "{",
-        f"    const int x0 = get_global_id(0) * {work_x};",
-        f"    const int y0 = get_global_id(1) * {work_y * steps};",
-        f"    if (x0 + {work_x} > out_width || y0 + {work_y * steps} > out_height) return;",
+        *kernel_head(work_x, work_y * steps),
         "    __global const uchar *column = input + y0 * in_width + x0;",
     ]
     for h, k in itertools.product(range(held), range(span)):
@@ -194,12 +197,7 @@ def walk_source(
 def copy_source(work_x: int, work_y: int) -> str:
     """Reads the uint words of a work-item's output tile from the input and writes them."""
     lines = [
-        "__kernel void probe(__global const uchar *restrict input, __global uchar *restrict output,",
-        "                    const int in_width, const int out_width, const int out_height)",
-        "{",
-        f"    const int x0 = get_global_id(0) * {work_x};",
-        f"    const int y0 = get_global_id(1) * {work_y};",
-        f"    if (x0 + {work_x} > out_width || y0 + {work_y} > out_height) return;",
+        *kernel_head(work_x, work_y),
     ]
     for j in range(work_y):
         lines.append(

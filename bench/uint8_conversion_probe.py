@@ -34,6 +34,7 @@ Times are OpenCL profiling events, median of --repeats launches, the rounds inte
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import statistics
@@ -47,6 +48,7 @@ import pyopencl as cl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune.devices import open_device  # noqa: E402
 from autotune.families import get_family  # noqa: E402
+from autotune.report.ceilings import profiled_median_ms  # noqa: E402
 
 TWO_23 = "8388608.0f"
 SLACK = 64  # bytes past the input a word load of the last tile may touch
@@ -337,13 +339,8 @@ def main() -> int:
         times: dict[str, list[float]] = {label: [] for label in built}
         for _ in range(args.rounds):
             for label, (kernel, global_size, local) in built.items():
-                cl.enqueue_nd_range_kernel(queue, kernel, global_size, local).wait()
-                runs = []
-                for _ in range(args.repeats):
-                    event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local)
-                    event.wait()
-                    runs.append((event.profile.end - event.profile.start) * 1e-6)
-                times[label].append(statistics.median(runs))
+                launch = functools.partial(cl.enqueue_nd_range_kernel, queue, kernel, global_size, local)
+                times[label].append(profiled_median_ms(launch, args.repeats))
         for label, samples in times.items():
             results.append({"F": width, "variant": label, "status": "ok", "ms": statistics.median(samples)})
         for row in sorted((r for r in results if r["F"] == width), key=lambda r: r.get("ms", 1e9)):

@@ -58,6 +58,11 @@ class Preset:
     name: str
     about: str
     config: Config
+    # Where a search measures it first: an expression over problem fields and `device`,
+    # like a rule's ("" everywhere). A layout that pays for some kinds only would
+    # otherwise cost every other search a trial.
+    when: str = ""
+    when_code: Any = field(default=None, repr=False, compare=False)
 
 
 class SearchSpace:
@@ -108,7 +113,9 @@ class SearchSpace:
         for name, spec in data.get("presets", {}).items():
             spec = dict(spec)
             about = spec.pop("about", "")
-            space.presets[name] = Preset(name, about, space.complete(spec))
+            when = spec.pop("when", "")
+            code = compile(ast.parse(when, mode="eval"), f"<preset {name} when>", "eval") if when else None
+            space.presets[name] = Preset(name, about, space.complete(spec), when, code)
         if "fallback" in data:
             spec = dict(data["fallback"])
             space.fallback = Preset("fallback", spec.pop("about", ""), space.complete(spec))
@@ -146,11 +153,7 @@ class SearchSpace:
         Device rules are skipped when no device is given, so a config can be checked
         for internal consistency before a device is chosen.
         """
-        names: dict[str, object] = {**self.problem_defaults, **problem, **config}
-        if device is not None:
-            if isinstance(device, Mapping):
-                device = SimpleNamespace(**{**DEVICE_DEFAULTS, **device})
-            names["device"] = device
+        names = self._names(config, problem, device)
         reasons = []
         for c in self.constraints:
             if c.needs_device and device is None:
@@ -158,6 +161,25 @@ class SearchSpace:
             if not eval(c.code, {"__builtins__": {}}, names):  # noqa: S307 - rules ship with the package
                 reasons.append(c.reason)
         return reasons
+
+    def applies(self, preset: Preset, problem: Mapping[str, object], device: object) -> bool:
+        """Whether a search of this problem on this device measures the preset first
+        (its `when`; validity is checked apart, by `violations`)."""
+        if preset.when_code is None:
+            return True
+        names = self._names(preset.config, problem, device)
+        return bool(eval(preset.when_code, {"__builtins__": {}}, names))  # noqa: S307 - ships with the package
+
+    def _names(
+        self, config: Config, problem: Mapping[str, object], device: object | None
+    ) -> dict[str, object]:
+        """What rules and presets' `when` may name: problem fields, knobs, `device`."""
+        names: dict[str, object] = {**self.problem_defaults, **problem, **config}
+        if device is not None:
+            if isinstance(device, Mapping):
+                device = SimpleNamespace(**{**DEVICE_DEFAULTS, **device})
+            names["device"] = device
+        return names
 
     def with_value(
         self,
@@ -222,7 +244,10 @@ class SearchSpace:
                 for k in self.knobs.values()
             },
             "constraints": [{"rule": c.rule, "reason": c.reason} for c in self.constraints],
-            "presets": {p.name: {"about": p.about, "config": p.config} for p in self.presets.values()},
+            "presets": {
+                p.name: {"about": p.about, "config": p.config, **({"when": p.when} if p.when else {})}
+                for p in self.presets.values()
+            },
             "points": self.points(),
         }
 

@@ -270,6 +270,35 @@ def test_presets_for_integer_outputs_match_scipy(preset, width, size):
     assert_matches(got, scipy_reference(image, filt, "mirror"), image, filt, f"{preset} F={width} {size}")
 
 
+# Presets for narrow pixels on GPUs (their `when`): verified here on PoCL by the measuring
+# worker, 'valid' and 'same', one and three channels, on sizes smaller than their tiles.
+GPU_NARROW_PRESETS = sorted(n for n, p in SPACE.presets.items() if "dtype" in p.when)
+
+
+@pytest.mark.parametrize("preset", GPU_NARROW_PRESETS)
+@pytest.mark.parametrize(
+    "dtype,border,channels,width,size",
+    [
+        ("uint8", "none", 1, 9, (37, 23)),
+        ("uint8", "mirror", 3, 5, (70, 9)),
+        ("uint16", "reflect", 1, 4, (1, 1)),
+        ("int16", "none", 3, 3, (129, 67)),
+        ("uint8", "constant", 1, 17, (19, 40)),
+    ],
+)
+def test_gpu_presets_for_narrow_pixels_verify_against_the_reference(
+    evaluator, preset, dtype, border, channels, width, size
+):
+    problem = Conv2DProblem(width, *size, dtype, out_dtype=dtype, border=border, channels=channels)
+    config = SPACE.presets[preset].config
+    if config["border_groups"] and border == "none":  # edge work-groups are for 'same' output
+        assert SPACE.violations(config, problem.key(), device_info(0))
+        return
+    assert not SPACE.violations(config, problem.key(), device_info(0))
+    result = evaluator.measure(CONV2D.render(config, problem), problem)
+    assert result.status.value == "ok", f"{preset} {problem.key()}: {result.error}"
+
+
 def test_a_config_lent_to_a_float_output_writes_with_the_builtin_conversion():
     """A CPU winner of a uint8 -> uint8 kind (they take `bits`) still serves a uint8 ->
     float32 kind, in both families: only the conversion changes."""

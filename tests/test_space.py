@@ -24,6 +24,8 @@ def test_every_seed_kernel_is_a_preset():
         assert set(preset.config) == set(space.knobs)
         integer_out = preset.config["output_conversion"] == "bits"  # for 8- and 16-bit outputs only
         problem = {"filter_width": 5, "out_dtype": "uint8" if integer_out else "float32"}
+        if preset.config["border_groups"]:  # edge work-groups: 'same' output only
+            problem["border"] = "mirror"
         assert space.violations(preset.config, problem) == []
 
 
@@ -52,6 +54,8 @@ def test_every_knob_is_documented_and_reaches_the_template(family_name):
     for preset in space.presets.values():
         integer_out = preset.config.get("output_conversion") == "bits"  # for 8- and 16-bit outputs only
         problem = {"filter_width": 5, "rank": 1, "out_dtype": "uint8" if integer_out else "float32"}
+        if preset.config.get("border_groups"):  # edge work-groups: 'same' output only
+            problem["border"] = "mirror"
         assert space.violations(preset.config, problem) == [], preset.name
 
 
@@ -115,6 +119,53 @@ def test_space_from_other_declaration():
     assert space.points() == 6
     assert space.complete({}) == {"a": 1, "b": "y"}
     assert space.violations({"a": 2, "b": "y"}, {"filter_width": 1}) == ["a=2 needs b=x"]
+
+
+def test_a_preset_is_measured_first_only_where_its_when_holds():
+    space = SearchSpace.from_dict(
+        {
+            "knobs": {"a": {"values": [1, 2]}},
+            "presets": {
+                "bytes": {"when": "dtype == 'uint8' and device.native_vector_width == 1", "a": 2},
+                "plain": {"a": 1},
+            },
+            "problem_defaults": {"dtype": "float32"},
+        }
+    )
+    bytes_, plain = space.presets["bytes"], space.presets["plain"]
+    gpu, cpu = {"native_vector_width": 1}, {"native_vector_width": 8}
+    assert space.applies(bytes_, {"dtype": "uint8"}, gpu)
+    assert not space.applies(bytes_, {"dtype": "uint8"}, cpu)
+    assert not space.applies(bytes_, {}, gpu)  # the problem default, float32
+    for problem in ({}, {"dtype": "uint8"}):
+        assert space.applies(plain, problem, gpu) and space.applies(plain, problem, cpu)
+    assert space.describe()["presets"]["bytes"]["when"] == bytes_.when
+    assert "when" not in space.describe()["presets"]["plain"]
+
+
+def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kinds_only():
+    from autotune.families.conv2d import Conv2DProblem
+
+    gpu = {
+        "max_work_group_size": 1024,
+        "max_work_item_sizes": [1024, 1024, 64],
+        "local_mem_size": 49152,
+        "max_constant_buffer_size": 65536,
+        "native_vector_width": 1,
+    }
+    narrow = {name for name, p in CONV2D.space.presets.items() if "dtype" in p.when}
+    assert narrow == {"gpu_narrow_bytes", "gpu_narrow_bytes_edges", "gpu_narrow_staged"}
+    configs = {name: CONV2D.space.presets[name].config for name in narrow}
+    for dtype in ("uint8", "uint16", "int16"):
+        for border, not_for in (("none", "gpu_narrow_bytes_edges"), ("mirror", "gpu_narrow_bytes")):
+            problem = Conv2DProblem(9, 512, 512, dtype, out_dtype=dtype, border=border, channels=3)
+            chosen = CONV2D.presets_for(problem, gpu)
+            assert [n for n in sorted(narrow) if configs[n] in chosen] == sorted(narrow - {not_for})
+            assert not any(c in CONV2D.presets_for(problem, device_info(0)) for c in configs.values())  # PoCL
+    for dtype in ("float32", "float16"):
+        chosen = CONV2D.presets_for(Conv2DProblem(9, 512, 512, dtype), gpu)
+        assert not any(c in chosen for c in configs.values()), dtype
+        assert CONV2D.space.presets["baseline"].config in chosen
 
 
 def test_fingerprint_follows_knobs_and_rules_not_help_text():

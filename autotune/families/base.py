@@ -261,6 +261,15 @@ class KernelFamily(ABC):
     def violations(self, config: Config, problem: Problem, device: object | None = None) -> list[str]:
         return self.space.violations(config, problem.key(), device)
 
+    def presets_for(self, problem: Problem, device: object) -> list[Config]:
+        """The presets a search of this problem on this device measures first: those
+        whose `when` holds and that are valid here (a CPU layout on a GPU costs no trial)."""
+        return [
+            p.config
+            for p in self.space.presets.values()
+            if self.space.applies(p, problem.key(), device) and not self.violations(p.config, problem, device)
+        ]
+
     def read_config(self, stored: str | Mapping[str, Any]) -> Config | None:
         """A stored config as today's space reads it (knobs added since take their
         defaults); None for one written for another space, or not a config at all."""

@@ -275,9 +275,8 @@ class Tuner:
             if trial.status != Status.INVALID:
                 search.add_history(json.loads(key), trial.time_ms if trial.status == Status.OK else None)
         queued: dict[str, Origin] = {}  # config key -> why it goes first
-        for preset in family.space.presets.values():
-            if valid(preset.config):  # a CPU layout on a GPU, say: no trial spent on it
-                queued.setdefault(config_key(preset.config), Origin.PRESET)
+        for config in family.presets_for(problem, self.device):
+            queued.setdefault(config_key(config), Origin.PRESET)
         for config in self._winners_elsewhere(problem):
             queued.setdefault(config_key(config), Origin.WARM)
         measured_here = ledger.keys_in_run()

@@ -62,8 +62,12 @@ def test_space_json_matches_the_declaration():
     space = CONV2D.space
     assert list(described["knobs"]) == list(space.knobs)
     assert set(described["presets"]) == set(space.presets)
+    for name, preset in space.presets.items():  # where each applies, when not everywhere
+        assert described["presets"][name].get("when", "") == preset.when
+    assert "dtype in" in described["presets"]["gpu_narrow_staged"]["when"]
     assert described["constraints"] and described["points"] == space.points()
-    assert run_cli("space").returncode == 0
+    shown = run_cli("space", env={"COLUMNS": "400"})
+    assert shown.returncode == 0 and "gpu_narrow_staged" in shown.stdout and "everywhere" in shown.stdout
 
 
 def test_space_markdown_is_the_knob_table():

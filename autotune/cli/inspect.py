@@ -85,12 +85,13 @@ def space(family_name: str, as_json: bool, markdown: bool) -> None:
     console.print("[bold]constraints[/bold]")
     for c in described["constraints"]:
         console.print(f"  {escape(c['rule'])}  [dim]({escape(c['reason'])})[/dim]", highlight=False)
-    presets = PlainTable(title="presets (the seed kernels)")
+    presets = PlainTable(title="presets (measured first by every search where they apply)")
     presets.add_column("preset")
     presets.add_column("kernel")
+    presets.add_column("applies")
     presets.add_column("config")
     for name, p in described["presets"].items():
-        presets.add_row(name, p["about"], json.dumps(p["config"]))
+        presets.add_row(name, p["about"], p.get("when", "everywhere"), json.dumps(p["config"]))
     console.print(presets)
 
 

@@ -62,3 +62,13 @@ def autotune_pocl_env(tmp_path_factory) -> dict[str, str]:
     vendors = tmp_path_factory.mktemp("vendors")
     (vendors / "autotune-pocl.icd").write_text(f"{library}\n")
     return {**os.environ, "OCL_ICD_VENDORS": str(vendors)}
+
+
+# A GPU's limits as the space's device rules read them (one lane per work-item).
+GPU_LIMITS = {
+    "max_work_group_size": 1024,
+    "max_work_item_sizes": [1024, 1024, 64],
+    "local_mem_size": 49152,
+    "max_constant_buffer_size": 65536,
+    "native_vector_width": 1,
+}

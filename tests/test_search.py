@@ -18,7 +18,7 @@ from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.samplers import GPSampler, one_knob_neighbours
 from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
-from tests.conftest import ROOT, cli_json, run_cli
+from tests.conftest import GPU_LIMITS, ROOT, cli_json, run_cli
 
 SMALL = ["-d", "0", "-s", "40x24"]
 
@@ -1115,15 +1115,6 @@ def test_damaged_rows_break_no_command(tmp_path):
     assert damaged[5]["problem"] == "?"
     again = run_cli("search", *SMALL, "-f", "7", "--trials", "2", "--db", db_url(path))
     assert again.returncode == 0, again.stderr
-
-
-GPU_LIMITS = {
-    "max_work_group_size": 1024,
-    "max_work_item_sizes": [1024, 1024, 64],
-    "local_mem_size": 49152,
-    "max_constant_buffer_size": 65536,
-    "native_vector_width": 1,
-}
 
 
 @pytest.mark.parametrize("sampler", ["random", "gp"])

@@ -12,7 +12,7 @@ from autotune.errors import UsageError
 from autotune.families import get_family
 from autotune.families.conv2d import CONV2D
 from autotune.space import SearchSpace
-from tests.conftest import ROOT
+from tests.conftest import GPU_LIMITS, ROOT
 
 SEED_PRESETS = {"baseline", "unroll4", "define", "define_unroll", "constant", "float4", "local"}
 
@@ -146,13 +146,7 @@ def test_a_preset_is_measured_first_only_where_its_when_holds():
 def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kinds_only():
     from autotune.families.conv2d import Conv2DProblem
 
-    gpu = {
-        "max_work_group_size": 1024,
-        "max_work_item_sizes": [1024, 1024, 64],
-        "local_mem_size": 49152,
-        "max_constant_buffer_size": 65536,
-        "native_vector_width": 1,
-    }
+    gpu = GPU_LIMITS
     narrow = {name for name, p in CONV2D.space.presets.items() if "dtype" in p.when}
     assert narrow == {"gpu_narrow_bytes", "gpu_narrow_bytes_edges", "gpu_narrow_staged"}
     configs = {name: CONV2D.space.presets[name].config for name in narrow}

@@ -65,6 +65,19 @@ class Preset:
     when_code: Any = field(default=None, repr=False, compare=False)
 
 
+def _compile_when(preset: str, when: object) -> Any:
+    """A preset's `when` as code, or None for "everywhere"; a malformed one is refused
+    when the space loads, naming the preset."""
+    if not isinstance(when, str):
+        raise UsageError(f"preset {preset!r}: `when` must be an expression in a string, not {when!r}")
+    if not when.strip():
+        return None
+    try:
+        return compile(ast.parse(when, mode="eval"), f"<preset {preset} when>", "eval")
+    except SyntaxError as error:
+        raise UsageError(f"preset {preset!r}: `when` is not an expression ({error.msg}): {when}") from None
+
+
 class SearchSpace:
     def __init__(
         self,
@@ -114,8 +127,7 @@ class SearchSpace:
             spec = dict(spec)
             about = spec.pop("about", "")
             when = spec.pop("when", "")
-            code = compile(ast.parse(when, mode="eval"), f"<preset {name} when>", "eval") if when else None
-            space.presets[name] = Preset(name, about, space.complete(spec), when, code)
+            space.presets[name] = Preset(name, about, space.complete(spec), when, _compile_when(name, when))
         if "fallback" in data:
             spec = dict(data["fallback"])
             space.fallback = Preset("fallback", spec.pop("about", ""), space.complete(spec))
@@ -165,8 +177,8 @@ class SearchSpace:
     def applies(self, preset: Preset, problem: Mapping[str, object], device: object) -> bool:
         """Whether a search of this problem on this device measures the preset first
         (its `when`; validity is checked apart, by `violations`)."""
-        if preset.when_code is None:
-            return True
+        if preset.when_code is None or (device is None and "device" in preset.when_code.co_names):
+            return True  # like a device rule: unknown until a device is chosen
         names = self._names(preset.config, problem, device)
         return bool(eval(preset.when_code, {"__builtins__": {}}, names))  # noqa: S307 - ships with the package
 

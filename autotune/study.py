@@ -33,9 +33,21 @@ def run_study(
 ) -> list[StudyRow]:
     rows = []
     with Evaluator(device_index, family, policy=policy) as evaluator:
-        names = list(presets) if presets is not None else list(family.space.presets)
+        space = family.space
+        named = list(presets) if presets is not None else None
         for problem in problems:
             label = family.describe_kind(problem.kind())
+            # Named presets run as asked; by default those a search of this problem here
+            # would measure first (their `when`), valid or not.
+            names = (
+                named
+                if named is not None
+                else [
+                    name
+                    for name, p in space.presets.items()
+                    if space.applies(p, problem.key(), evaluator.device)
+                ]
+            )
             for name in names:
                 config = family.space.presets[name].config
                 row = StudyRow(problem, label, name, evaluator.evaluate(config, problem))

@@ -134,6 +134,11 @@ def test_study_runs_on_pocl():
     rows = data["rows"]
     assert {r["preset"] for r in rows} == {"baseline", "local"}
     assert all(r["status"] == "ok" and r["time_ms"] > 0 for r in rows)
+    # Without --preset: those a search here would measure first (not the GPU layouts for
+    # narrow pixels, whose `when` keeps them to GPU searches).
+    everything = cli_json("study", "-d", "0", "-f", "3", "-s", "40x24")["rows"]
+    applying = {n for n, p in CONV2D.space.presets.items() if not p.when}
+    assert {r["preset"] for r in everything} == applying and len(everything) == len(applying)
 
 
 LITERAL = '{"filter_mode": "define", "filter_space": "literal"}'

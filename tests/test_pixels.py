@@ -299,6 +299,35 @@ def test_gpu_presets_for_narrow_pixels_verify_against_the_reference(
     assert result.status.value == "ok", f"{preset} {problem.key()}: {result.error}"
 
 
+def test_a_search_measures_the_narrow_pixel_presets_first_only_where_they_apply(tmp_path):
+    """The loop queues a preset only where its `when` holds: a device that reads as a GPU
+    (one lane) measures the GPU layouts for uint8 among its presets, PoCL as itself does
+    not. (Both measure on PoCL, where those layouts are valid too.)"""
+    from autotune.store import Store, config_key
+    from autotune.tune import Budget, Tuner
+
+    problem = Conv2DProblem(3, 24, 16, "uint8", out_dtype="uint8")
+    narrow = {config_key(p.config): n for n, p in SPACE.presets.items() if "dtype" in p.when}
+    cpu = device_info(0)
+    gpu = dataclasses.replace(cpu, type="GPU", native_vector_width=1)
+    measured = {}
+    for label, device in (("gpu", gpu), ("cpu", cpu)):
+        store = Store(f"sqlite:///{tmp_path / (label + '.db')}")
+        try:
+            tuner = Tuner(store, 0, device, CONV2D, [problem], sampler="random", budget=Budget(trials=14))
+            tuner.run()
+            trials = store.trials(run_id=tuner.run_id)
+            measured[label] = {
+                narrow[t.config_key] for t in trials if t.origin == "preset" and t.config_key in narrow
+            }
+            assert sum(t.origin == "preset" for t in trials) >= 9, (
+                label
+            )  # every preset a search here measures
+        finally:
+            store.close()
+    assert measured == {"gpu": {"gpu_narrow_bytes", "gpu_narrow_staged"}, "cpu": set()}
+
+
 def test_a_config_lent_to_a_float_output_writes_with_the_builtin_conversion():
     """A CPU winner of a uint8 -> uint8 kind (they take `bits`) still serves a uint8 ->
     float32 kind, in both families: only the conversion changes."""

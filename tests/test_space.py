@@ -141,6 +141,11 @@ def test_a_preset_is_measured_first_only_where_its_when_holds():
         assert space.applies(plain, problem, gpu) and space.applies(plain, problem, cpu)
     assert space.describe()["presets"]["bytes"]["when"] == bytes_.when
     assert "when" not in space.describe()["presets"]["plain"]
+    # Naming `device`, it holds when no device is known, as device rules are skipped then.
+    assert space.applies(bytes_, {"dtype": "uint8"}, None) and space.applies(bytes_, {}, None)
+    for when, says in (("dtype ==", "is not an expression"), (3, "must be an expression in a string")):
+        with pytest.raises(UsageError, match=f"preset 'bad': `when` {says}"):
+            SearchSpace.from_dict({"knobs": {"a": {"values": [1]}}, "presets": {"bad": {"when": when}}})
 
 
 def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kinds_only():

@@ -239,10 +239,14 @@ def study(
     for name in presets:
         if name not in known:
             raise UsageError(f"unknown preset {name!r} (presets: {', '.join(known)})")
-    names = list(presets) or list(known)
+    names = list(presets) or None  # None: the presets a search here would measure first
     problems = [Conv2DProblem(width, *size, seed=seed) for width in widths]
+    runs = sum(
+        len(names) if names else sum(CONV2D.space.applies(p, problem.key(), device) for p in known.values())
+        for problem in problems
+    )
     with Progress(console=errors, transient=True, disable=as_json) as bar:
-        task = bar.add_task(f"{device.name}", total=len(widths) * len(names))
+        task = bar.add_task(f"{device.name}", total=runs)
         rows = run_study(device_index, CONV2D, problems, names, on_row=lambda row: bar.advance(task))
     gains = speedups(rows)
     if as_json:

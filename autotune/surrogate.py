@@ -4,7 +4,9 @@ Small discrete spaces suit a GP: a few hundred measurements at most, and every c
 can be scored. Points are knob-value indices scaled to [0, 1] (ordinal knobs keep their
 order, so "neighbouring" block sizes are near). Times are modelled in log space, so a
 2x slowdown weighs the same anywhere; failed points are told as the worst time seen,
-which steers the search away from regions that do not compile or run. Length scales
+which steers the search away from regions that do not compile or run (by default; a
+second model of where points fail, `SuccessModel`, can keep them out of the time
+model instead: `propose(failures=...)`). Length scales
 (one per knob), noise and amplitude are fitted by maximising the marginal likelihood
 over a small grid, which needs nothing beyond NumPy.
 """
@@ -105,32 +107,70 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     return (best - mean) * cdf + std * pdf
 
 
+class SuccessModel:
+    """The chance that a point runs (compiles and runs), from which measured points
+    failed: a GP regression on the labels (1 failed, 0 ran), its own length scales
+    fitted as the time model's are, its mean read as the chance to fail. Cheap and
+    NumPy-only; far from every measured point it falls back to the share that failed."""
+
+    FLOOR = 1e-3  # every candidate keeps some weight, so expected improvement still ranks them
+
+    def __init__(self, x: np.ndarray, failed: np.ndarray) -> None:
+        self.model = GaussianProcess(x, failed.astype(float))
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """P(the point runs), clipped to [FLOOR, 1]."""
+        fail = self.model.predict_mean(x) * self.model.scale + self.model.mean
+        return np.clip(1.0 - fail, self.FLOOR, 1.0)
+
+
 def propose(
     measured: np.ndarray,
     values: list[float | None],
     candidates: np.ndarray,
     pending: np.ndarray | None = None,
     acquisition: str = "ei",
+    failures: str = "worst",
+    failure_quantile: float = 0.9,
 ) -> int:
     """Index into `candidates` of the point with the highest expected improvement
     ("ei") or the lowest predicted time ("mean").
 
     `values` holds times (None: failed). `pending` points are being measured: they are
     added at the model's own prediction (kriging believer), so a pipeline of proposals
-    spreads out instead of piling onto one spot.
+    spreads out instead of piling onto one spot. `failures` (`SearchOptions.failures`):
+    failed points told as the worst log time ("worst"), as the `failure_quantile`
+    quantile of the log times ("quantile"), or kept out of the time model and given to a
+    `SuccessModel` whose chance to run weights the choice ("model").
     """
     logs = [math.log(v) for v in values if v is not None]
-    worst = max(logs) if logs else 0.0
-    y = np.array([math.log(v) if v is not None else worst for v in values])
+    success: SuccessModel | None = None
+    if failures == "model":
+        ran = np.array([v is not None for v in values])
+        if logs and not ran.all():
+            success = SuccessModel(measured, ~ran)
+            measured = measured[ran]
+        y = np.array(logs)
+    else:
+        if failures == "quantile" and logs:
+            fill = float(np.quantile(logs, failure_quantile))
+        else:
+            fill = max(logs) if logs else 0.0
+        y = np.array([math.log(v) if v is not None else fill for v in values])
     model = GaussianProcess(measured, y)
     best = float(model.y.min())
     if pending is not None and len(pending):
         believed, _ = model.predict(pending)
         x = np.vstack([measured, pending])
         model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
+    chance = None if success is None else success.probability(candidates)
     if acquisition == "mean":
-        return int(np.argmin(model.predict_mean(candidates)))
+        mean = model.predict_mean(candidates)
+        if chance is not None and (chance >= 0.5).any():
+            mean = np.where(chance >= 0.5, mean, np.inf)
+        return int(np.argmin(mean))
     if acquisition != "ei":
         raise ValueError(f"unknown acquisition {acquisition!r} (ei or mean)")
     mean, std = model.predict(candidates)
-    return int(np.argmax(expected_improvement(mean, std, best)))
+    improvement = expected_improvement(mean, std, best)
+    return int(np.argmax(improvement if chance is None else improvement * chance))

@@ -371,7 +371,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         to half as many (a bound on the second model's cost)."""
         ranked = sorted(self.visited, key=lambda p: _rank(self.visited[p]))
         limit = self.options.model_points
-        if self.options.failures != "model":
+        if self.options.failures not in ("model", "kernel"):
             return ranked[:limit]
         failed = [p for p, value in self.visited.items() if value is None]
         return [p for p in ranked if self.visited[p] is not None][:limit] + failed[-(limit // 2) :]

@@ -86,8 +86,8 @@ class SearchOptions:
             raise UsageError(f"stall_centre must be best or explored, not {self.stall_centre!r}")
         if self.enumerations not in ("ordinal", "categorical"):
             raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
-        if self.failures not in ("worst", "model", "quantile"):
-            raise UsageError(f"failures must be worst, model or quantile, not {self.failures!r}")
+        if self.failures not in ("worst", "model", "kernel", "quantile"):
+            raise UsageError(f"failures must be worst, model, kernel or quantile, not {self.failures!r}")
         if not 0.0 <= self.failure_quantile <= 1.0:
             raise UsageError("failure_quantile must be between 0 and 1")
         if self.local_radius < 1:

@@ -20,6 +20,7 @@ import numpy as np
 LENGTH_SCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 5.0)
 NOISES = (1e-4, 1e-2, 0.1)
 FIT_SWEEPS = 2
+LIKELY = 0.5  # with a model of failures, candidates less likely to run than this are skipped
 _SQRT5 = math.sqrt(5.0)
 
 
@@ -124,6 +125,45 @@ class SuccessModel:
         return np.clip(1.0 - fail, self.FLOOR, 1.0)
 
 
+class KernelSuccess:
+    """The chance that a point runs, as a kernel-weighted share of the measured points
+    near it that ran (Nadaraya-Watson), pulled toward the share over all of them by one
+    point's weight. Unlike a regression on the labels it stays within [0, 1] and falls
+    back to that share far from every point instead of swinging past it. Length scales
+    (one per feature) are chosen from the time model's grid by the leave-one-out
+    likelihood of the labels, in coordinate sweeps as the time model's are."""
+
+    FLOOR = 1e-3
+
+    def __init__(self, x: np.ndarray, failed: np.ndarray) -> None:
+        self.x = x
+        self.failed = failed.astype(float)
+        self.prior = (self.failed.sum() + 1.0) / (len(self.failed) + 2.0)
+        self.length_scales = np.full(x.shape[1], 0.3)
+        best = self._leave_one_out(self.length_scales)
+        for _ in range(FIT_SWEEPS):
+            for dim in range(x.shape[1]):
+                for value in LENGTH_SCALES:
+                    trial = self.length_scales.copy()
+                    trial[dim] = value
+                    score = self._leave_one_out(trial)
+                    if score > best:
+                        best, self.length_scales = score, trial
+
+    def _leave_one_out(self, length_scales: np.ndarray) -> float:
+        weights = _matern52(self.x, self.x, length_scales)
+        np.fill_diagonal(weights, 0.0)
+        fail = (self.prior + weights @ self.failed) / (1.0 + weights.sum(1))
+        fail = np.clip(fail, 1e-6, 1.0 - 1e-6)
+        return float((self.failed * np.log(fail) + (1.0 - self.failed) * np.log(1.0 - fail)).sum())
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """P(the point runs), clipped to [FLOOR, 1]."""
+        weights = _matern52(x, self.x, self.length_scales)
+        fail = (self.prior + weights @ self.failed) / (1.0 + weights.sum(1))
+        return np.clip(1.0 - fail, self.FLOOR, 1.0)
+
+
 def propose(
     measured: np.ndarray,
     values: list[float | None],
@@ -144,11 +184,11 @@ def propose(
     `SuccessModel` whose chance to run weights the choice ("model").
     """
     logs = [math.log(v) for v in values if v is not None]
-    success: SuccessModel | None = None
-    if failures == "model":
+    success: SuccessModel | KernelSuccess | None = None
+    if failures in ("model", "kernel"):
         ran = np.array([v is not None for v in values])
         if logs and not ran.all():
-            success = SuccessModel(measured, ~ran)
+            success = SuccessModel(measured, ~ran) if failures == "model" else KernelSuccess(measured, ~ran)
             measured = measured[ran]
         y = np.array(logs)
     else:
@@ -164,13 +204,15 @@ def propose(
         x = np.vstack([measured, pending])
         model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
     chance = None if success is None else success.probability(candidates)
+    # Candidates more likely to fail than to run are skipped while any other is left.
+    likely = None if chance is None or not (chance >= LIKELY).any() else chance >= LIKELY
     if acquisition == "mean":
         mean = model.predict_mean(candidates)
-        if chance is not None and (chance >= 0.5).any():
-            mean = np.where(chance >= 0.5, mean, np.inf)
-        return int(np.argmin(mean))
+        return int(np.argmin(mean if likely is None else np.where(likely, mean, np.inf)))
     if acquisition != "ei":
         raise ValueError(f"unknown acquisition {acquisition!r} (ei or mean)")
     mean, std = model.predict(candidates)
     improvement = expected_improvement(mean, std, best)
-    return int(np.argmax(improvement if chance is None else improvement * chance))
+    if chance is not None:
+        improvement = improvement * chance
+    return int(np.argmax(improvement if likely is None else np.where(likely, improvement, -np.inf)))

@@ -67,11 +67,13 @@ class SearchOptions:
     # other basins' local turns, and it skips `local_radius`'s wider step.
     local_patience: int = 0
     # Failed points (no time: the kernel did not compile or run). "worst": told to the
-    # model as the worst time seen, one GP for both. "model": the time model sees the
-    # points that ran only, and a second GP, fitted to which points failed, gives each
-    # candidate its chance to run: expected improvement is weighted by it, and the lowest
-    # predicted time is taken among candidates more likely to run than not (a failure's
-    # worst time is a cliff the smooth time model cannot fit, which flattens it).
+    # model as the worst time seen, one GP for both. "kernel": the time model sees the
+    # points that ran only, and a kernel-weighted share of the nearby points that ran
+    # (`surrogate.KernelSuccess`) gives each candidate its chance to run: expected
+    # improvement is weighted by it, and candidates more likely to fail than to run are
+    # skipped while others are left (a failure's worst time is a cliff the smooth time
+    # model cannot fit, which bends it). "model": the same with a GP on the labels.
+    # Measured, not made the default (bench/results/gp_failure_model.md).
     # "quantile": told as the `failure_quantile` quantile of the log times that ran (a
     # lower cliff than the worst).
     failures: str = "worst"

@@ -19,7 +19,10 @@ global step takes the point of the whole space with the lowest predicted time, o
 `stall_after` evaluations have gone by without a `stall_gain` gain, the point of highest
 expected improvement (a stalled search explores until it gains again). Genetic steps (a
 child of two of the best points, moving several knobs at once) can replace some of them
-(`genetic_every`). BENCHMARKS.md has the replays behind each setting.
+(`genetic_every`). Failed points are told to the model as the worst time seen, or, with
+`failures=model`, kept out of the time model and given to a second model of where points
+fail, whose chance to run weights every step's choice. BENCHMARKS.md has the replays
+behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """
@@ -349,15 +352,29 @@ class GPSampler(optuna.samplers.BaseSampler):
             candidates = [p for p in candidates if knobs_apart(p, self.best[1]) >= 3] or candidates
         if not candidates:
             return None
-        measured = sorted(self.visited, key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
+        measured = self._model_set()
         index = surrogate.propose(
             self._features(measured),
             [self.visited[p] for p in measured],
             self._features(candidates),
             self._features(sorted(self.in_flight)),
             acquisition="ei" if near else step,
+            failures=self.options.failures,
+            failure_quantile=self.options.failure_quantile,
         )
         return candidates[index]
+
+    def _model_set(self) -> list[Point]:
+        """The measured points the surrogate sees: the `model_points` fastest, failures
+        last. With `failures=model` failures are no times but the model of where points
+        fail needs them: the `model_points` fastest that ran, and the latest failures, up
+        to half as many (a bound on the second model's cost)."""
+        ranked = sorted(self.visited, key=lambda p: _rank(self.visited[p]))
+        limit = self.options.model_points
+        if self.options.failures not in ("model", "kernel"):
+            return ranked[:limit]
+        failed = [p for p, value in self.visited.items() if value is None]
+        return [p for p in ranked if self.visited[p] is not None][:limit] + failed[-(limit // 2) :]
 
     def _local_spent(self) -> bool:
         """`local_patience` of the best point's one-knob neighbours are measured: a trap

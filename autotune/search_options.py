@@ -66,6 +66,18 @@ class SearchOptions:
     # point's neighbours only: with `local_centres` too, a spent best point also ends the
     # other basins' local turns, and it skips `local_radius`'s wider step.
     local_patience: int = 0
+    # Failed points (no time: the kernel did not compile or run). "worst": told to the
+    # model as the worst time seen, one GP for both. "kernel": the time model sees the
+    # points that ran only, and a kernel-weighted share of the nearby points that ran
+    # (`surrogate.KernelSuccess`) gives each candidate its chance to run: expected
+    # improvement is weighted by it, and candidates more likely to fail than to run are
+    # skipped while others are left (a failure's worst time is a cliff the smooth time
+    # model cannot fit, which bends it). "model": the same with a GP on the labels.
+    # Measured, not made the default (bench/results/gp_failure_model.md).
+    # "quantile": told as the `failure_quantile` quantile of the log times that ran (a
+    # lower cliff than the worst).
+    failures: str = "worst"
+    failure_quantile: float = 0.9
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
@@ -76,6 +88,10 @@ class SearchOptions:
             raise UsageError(f"stall_centre must be best or explored, not {self.stall_centre!r}")
         if self.enumerations not in ("ordinal", "categorical"):
             raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
+        if self.failures not in ("worst", "model", "kernel", "quantile"):
+            raise UsageError(f"failures must be worst, model, kernel or quantile, not {self.failures!r}")
+        if not 0.0 <= self.failure_quantile <= 1.0:
+            raise UsageError("failure_quantile must be between 0 and 1")
         if self.local_radius < 1:
             raise UsageError("local_radius must be >= 1")
         if self.local_centres < 1 or self.basin_patience < 1 or self.local_patience < 0:

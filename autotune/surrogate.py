@@ -4,7 +4,9 @@ Small discrete spaces suit a GP: a few hundred measurements at most, and every c
 can be scored. Points are knob-value indices scaled to [0, 1] (ordinal knobs keep their
 order, so "neighbouring" block sizes are near). Times are modelled in log space, so a
 2x slowdown weighs the same anywhere; failed points are told as the worst time seen,
-which steers the search away from regions that do not compile or run. Length scales
+which steers the search away from regions that do not compile or run (by default; a
+second model of where points fail, `SuccessModel`, can keep them out of the time
+model instead: `propose(failures=...)`). Length scales
 (one per knob), noise and amplitude are fitted by maximising the marginal likelihood
 over a small grid, which needs nothing beyond NumPy.
 """
@@ -18,6 +20,7 @@ import numpy as np
 LENGTH_SCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 5.0)
 NOISES = (1e-4, 1e-2, 0.1)
 FIT_SWEEPS = 2
+LIKELY = 0.5  # with a model of failures, candidates less likely to run than this are skipped
 _SQRT5 = math.sqrt(5.0)
 
 
@@ -105,32 +108,111 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     return (best - mean) * cdf + std * pdf
 
 
+class SuccessModel:
+    """The chance that a point runs (compiles and runs), from which measured points
+    failed: a GP regression on the labels (1 failed, 0 ran), its own length scales
+    fitted as the time model's are, its mean read as the chance to fail. Cheap and
+    NumPy-only; far from every measured point it falls back to the share that failed."""
+
+    FLOOR = 1e-3  # every candidate keeps some weight, so expected improvement still ranks them
+
+    def __init__(self, x: np.ndarray, failed: np.ndarray) -> None:
+        self.model = GaussianProcess(x, failed.astype(float))
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """P(the point runs), clipped to [FLOOR, 1]."""
+        fail = self.model.predict_mean(x) * self.model.scale + self.model.mean
+        return np.clip(1.0 - fail, self.FLOOR, 1.0)
+
+
+class KernelSuccess:
+    """The chance that a point runs, as a kernel-weighted share of the measured points
+    near it that ran (Nadaraya-Watson), pulled toward the share over all of them by one
+    point's weight. Unlike a regression on the labels it stays within [0, 1] and falls
+    back to that share far from every point instead of swinging past it. Length scales
+    (one per feature) are chosen from the time model's grid by the leave-one-out
+    likelihood of the labels, in coordinate sweeps as the time model's are."""
+
+    FLOOR = 1e-3
+
+    def __init__(self, x: np.ndarray, failed: np.ndarray) -> None:
+        self.x = x
+        self.failed = failed.astype(float)
+        self.prior = (self.failed.sum() + 1.0) / (len(self.failed) + 2.0)
+        self.length_scales = np.full(x.shape[1], 0.3)
+        best = self._leave_one_out(self.length_scales)
+        for _ in range(FIT_SWEEPS):
+            for dim in range(x.shape[1]):
+                for value in LENGTH_SCALES:
+                    trial = self.length_scales.copy()
+                    trial[dim] = value
+                    score = self._leave_one_out(trial)
+                    if score > best:
+                        best, self.length_scales = score, trial
+
+    def _leave_one_out(self, length_scales: np.ndarray) -> float:
+        weights = _matern52(self.x, self.x, length_scales)
+        np.fill_diagonal(weights, 0.0)
+        fail = (self.prior + weights @ self.failed) / (1.0 + weights.sum(1))
+        fail = np.clip(fail, 1e-6, 1.0 - 1e-6)
+        return float((self.failed * np.log(fail) + (1.0 - self.failed) * np.log(1.0 - fail)).sum())
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """P(the point runs), clipped to [FLOOR, 1]."""
+        weights = _matern52(x, self.x, self.length_scales)
+        fail = (self.prior + weights @ self.failed) / (1.0 + weights.sum(1))
+        return np.clip(1.0 - fail, self.FLOOR, 1.0)
+
+
 def propose(
     measured: np.ndarray,
     values: list[float | None],
     candidates: np.ndarray,
     pending: np.ndarray | None = None,
     acquisition: str = "ei",
+    failures: str = "worst",
+    failure_quantile: float = 0.9,
 ) -> int:
     """Index into `candidates` of the point with the highest expected improvement
     ("ei") or the lowest predicted time ("mean").
 
     `values` holds times (None: failed). `pending` points are being measured: they are
     added at the model's own prediction (kriging believer), so a pipeline of proposals
-    spreads out instead of piling onto one spot.
+    spreads out instead of piling onto one spot. `failures` (`SearchOptions.failures`):
+    failed points told as the worst log time ("worst"), as the `failure_quantile`
+    quantile of the log times ("quantile"), or kept out of the time model and given to a
+    `SuccessModel` whose chance to run weights the choice ("model").
     """
     logs = [math.log(v) for v in values if v is not None]
-    worst = max(logs) if logs else 0.0
-    y = np.array([math.log(v) if v is not None else worst for v in values])
+    success: SuccessModel | KernelSuccess | None = None
+    if failures in ("model", "kernel"):
+        ran = np.array([v is not None for v in values])
+        if logs and not ran.all():
+            success = SuccessModel(measured, ~ran) if failures == "model" else KernelSuccess(measured, ~ran)
+            measured = measured[ran]
+        y = np.array(logs)
+    else:
+        if failures == "quantile" and logs:
+            fill = float(np.quantile(logs, failure_quantile))
+        else:
+            fill = max(logs) if logs else 0.0
+        y = np.array([math.log(v) if v is not None else fill for v in values])
     model = GaussianProcess(measured, y)
     best = float(model.y.min())
     if pending is not None and len(pending):
         believed, _ = model.predict(pending)
         x = np.vstack([measured, pending])
         model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
+    chance = None if success is None else success.probability(candidates)
+    # Candidates more likely to fail than to run are skipped while any other is left.
+    likely = None if chance is None or not (chance >= LIKELY).any() else chance >= LIKELY
     if acquisition == "mean":
-        return int(np.argmin(model.predict_mean(candidates)))
+        mean = model.predict_mean(candidates)
+        return int(np.argmin(mean if likely is None else np.where(likely, mean, np.inf)))
     if acquisition != "ei":
         raise ValueError(f"unknown acquisition {acquisition!r} (ei or mean)")
     mean, std = model.predict(candidates)
-    return int(np.argmax(expected_improvement(mean, std, best)))
+    improvement = expected_improvement(mean, std, best)
+    if chance is not None:
+        improvement = improvement * chance
+    return int(np.argmax(improvement if likely is None else np.where(likely, improvement, -np.inf)))

@@ -128,11 +128,10 @@ def _border_group_rows(variant: Any, filter_shape, row_values: int, rows: int, c
     filter_rows, filter_width = filter_shape
     anchor_x, anchor_y = key["anchor"], key.get("anchor_y", key["anchor"])
     work_x, work_y = variant.work_per_item[:2]
-    align = variant.config.get("image_vector", 1)
-    box_x = min(math.ceil(anchor_x * channels / align) * align, row_values)
-    box_y = min(anchor_y, rows)
-    box_w = max(row_values - (filter_width - 1 - anchor_x) * channels - box_x, 0) // work_x * work_x
-    box_h = max(rows - (filter_rows - 1 - anchor_y) - box_y, 0) // work_y * work_y
+    box_x = min(math.ceil(anchor_x * channels / work_x) * work_x, row_values)
+    box_y = min(math.ceil(anchor_y / work_y) * work_y, rows)
+    box_w = max(max(row_values - (filter_width - 1 - anchor_x) * channels, 0) // work_x * work_x - box_x, 0)
+    box_h = max(max(rows - (filter_rows - 1 - anchor_y), 0) // work_y * work_y - box_y, 0)
     edge_outputs = row_values * rows - box_w * box_h
     local_y = variant.local_size[1]
     return math.ceil(edge_outputs / (global_x * local_y)) * local_y

@@ -752,13 +752,8 @@ def _tiles_cover(problem: Conv2DProblem, config: dict) -> np.ndarray:
     channels, anchor_x, anchor_y = problem.channels, problem.anchor_column, problem.anchor_row
     values, height = problem.out_width * channels, problem.out_height
     covered = np.zeros((height, values), bool)
-    # The kernel's first tile starts at the first output whose inputs are all inside
-    # (x rounded up to image_vector); it launches as many tiles as a tile grid from 0 has.
-    align = config.get("image_vector", 1)
-    box_x0 = min(-(-anchor_x * channels // align) * align, values)
-    box_y0 = min(anchor_y, height)
-    for y0 in range(box_y0, box_y0 + -(-height // config["work_y"]) * config["work_y"], config["work_y"]):
-        for x0 in range(box_x0, box_x0 + -(-values // config["work_x"]) * config["work_x"], config["work_x"]):
+    for y0 in range(0, height, config["work_y"]):
+        for x0 in range(0, values, config["work_x"]):
             in_x0, in_y0 = x0 - anchor_x * channels, y0 - anchor_y
             if (
                 x0 + config["work_x"] <= values
@@ -783,14 +778,12 @@ def test_edge_groups_count_every_output_the_tiles_leave(seed):
         width, rng.randint(1, 40), rng.randint(1, 40), border="mirror", channels=rng.choice([1, 3]),
         anchor=rng.randrange(width), anchor_y=rng.randrange(rows), filter_height=rows,
     )  # fmt: skip
-    work_x = rng.choice([1, 2, 4, 8])
-    config = {"work_x": work_x, "work_y": rng.choice([1, 2, 4]), "image_vector": rng.choice([1, 2, 4])}
-    config["image_vector"] = min(config["image_vector"], work_x)
+    config = {"work_x": rng.choice([1, 2, 4, 8]), "work_y": rng.choice([1, 2, 4])}
     covered = _tiles_cover(problem, config)
     values = problem.out_width * problem.channels
     box = interior_box(
         values, problem.out_height, (config["work_x"], config["work_y"]), problem.filter_shape,
-        (problem.anchor_column, problem.anchor_row), problem.channels, config["image_vector"],
+        (problem.anchor_column, problem.anchor_row), problem.channels,
     )  # fmt: skip
     assert box.edge_outputs(values, problem.out_height) == int((~covered).sum())
     inside = np.zeros_like(covered)

@@ -51,10 +51,9 @@ BORDER_GROUPS = (
     "global[1] += ceil(edge_outputs / (global[0] * local[1])) * local[1]: rows of work-groups that come "
     "first and write the outputs no tile does (the kernel takes every launch row before the last "
     "ceil(ceil(H / work_y) / local[1]) * local[1] as theirs). edge_outputs = W * H - box_w * box_h, "
-    "W = out_width * channels, H = out_height, box_x = min(ceil(anchor * channels / image_vector) * "
-    "image_vector, W), box_w = floor(max(W - (filter_width - 1 - anchor) * channels - box_x, 0) / work_x) "
-    "* work_x; box_y = min(anchor_y, H), box_h = floor(max(H - (filter_height - 1 - anchor_y) - box_y, 0) "
-    "/ work_y) * work_y (image_vector: the config's, 1 if absent)"
+    "W = out_width * channels, H = out_height, box_x = min(ceil(anchor * channels / work_x) * work_x, W), "
+    "box_w = max(floor(max(W - (filter_width - 1 - anchor) * channels, 0) / work_x) * work_x - box_x, 0); "
+    "box_y, box_h the same over rows with anchor_y, filter_height, work_y and no channels"
 )
 
 # The C header holds kernels of every kind: `<prefix>_find_kernel_of` looks one up by
@@ -133,13 +132,6 @@ CONVOLUTION_HEADER = HeaderLayout(
             lambda v: int(bool(v.config.get("border_groups"))),
             in_kind=False,
         ),
-        KindField(
-            "image_vector",
-            "int",
-            "border_groups: the values along x a tile's first output is a multiple of",
-            lambda v: int(v.config.get("image_vector", 1)),
-            in_kind=False,
-        ),
     ),
     launch_helper=(
         "/* The global size of entry k over out_width x out_height pixels and `frames` of them",
@@ -154,16 +146,15 @@ CONVOLUTION_HEADER = HeaderLayout(
         "    /* The interior box: whole tiles whose inputs lie inside the image. */",
         "    long long w = (long long)values, h = (long long)out_height, c = k->channels;",
         "    long long work_x = (long long)k->work_per_item[0], work_y = (long long)k->work_per_item[1];",
-        "    /* Tiles start at the first output whose inputs are all inside (x rounded up to",
-        "     * image_vector, the stores' vector width), not at a multiple of the tile. */",
-        "    long long align = (long long)k->image_vector;",
-        "    long long x0 = (k->anchor * c + align - 1) / align * align, y0 = k->anchor_y;",
-        "    x0 = x0 < w ? x0 : w;",
-        "    y0 = y0 < h ? y0 : h;",
+        "    long long x0 = (k->anchor * c + work_x - 1) / work_x * work_x;",
+        "    long long y0 = (k->anchor_y + work_y - 1) / work_y * work_y;",
         "    long long x1 = w - (k->filter_width - 1 - k->anchor) * c;",
         "    long long y1 = h - (k->filter_height - 1 - k->anchor_y);",
-        "    long long box_w = x1 > x0 ? (x1 - x0) / work_x * work_x : 0;",
-        "    long long box_h = y1 > y0 ? (y1 - y0) / work_y * work_y : 0;",
+        "    x0 = x0 < w ? x0 : w;",
+        "    y0 = y0 < h ? y0 : h;",
+        "    x1 = (x1 > 0 ? x1 : 0) / work_x * work_x;",
+        "    y1 = (y1 > 0 ? y1 : 0) / work_y * work_y;",
+        "    long long box_w = x1 > x0 ? x1 - x0 : 0, box_h = y1 > y0 ? y1 - y0 : 0;",
         "    size_t edge_outputs = (size_t)((h - box_h) * w + box_h * (w - box_w));",
         "    size_t per_row = global_size[0] * k->local_size[1]; /* one edge output a work-item */",
         "    global_size[1] += (edge_outputs + per_row - 1) / per_row * k->local_size[1];",
@@ -354,7 +345,6 @@ class Conv2D(KernelFamily):
             problem.filter_shape,
             (problem.anchor_column, problem.anchor_row),
             problem.channels,
-            variant.config.get("image_vector", 1),
         )
         extra = edge_rows(box.edge_outputs(row_values, problem.out_height), size[0], variant.local_size[1])
         return (size[0], size[1] + extra, *size[2:])

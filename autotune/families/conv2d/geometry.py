@@ -34,23 +34,18 @@ def interior_box(
     filter_shape: tuple[int, int],
     anchor: tuple[int, int],
     channels: int = 1,
-    align: int = 1,
 ) -> InteriorBox:
     """The box of whole work-item tiles (`work` = work_x, work_y outputs) whose inputs lie
     inside the image. `filter_shape`: (rows, width) of taps; `anchor`: (column, row) of
-    the tap over each output pixel; `align`: the values along x a tile's first output is
-    a multiple of (the kernel's `image_vector`, which stores whole vectors). The tiles
-    start at the first output whose inputs are all inside (rounded up to `align`), not
-    at a multiple of the tile, so the edge left to the edge rows is as narrow as the
-    border. Kept: every call of a Convolver asks for the same one."""
+    the tap over each output pixel. Kept: every call of a Convolver asks for the same one."""
     work_x, work_y = work
     filter_rows, filter_width = filter_shape
     anchor_x, anchor_y = anchor
-    x0 = min(-(-anchor_x * channels // align) * align, row_values)
-    y0 = min(anchor_y, rows)
-    x_end = row_values - (filter_width - 1 - anchor_x) * channels
-    y_end = rows - (filter_rows - 1 - anchor_y)
-    return InteriorBox(x0, y0, max(x_end - x0, 0) // work_x * work_x, max(y_end - y0, 0) // work_y * work_y)
+    x0 = min(-(-anchor_x * channels // work_x) * work_x, row_values)
+    y0 = min(-(-anchor_y // work_y) * work_y, rows)
+    x1 = max(row_values - (filter_width - 1 - anchor_x) * channels, 0) // work_x * work_x
+    y1 = max(rows - (filter_rows - 1 - anchor_y), 0) // work_y * work_y
+    return InteriorBox(x0, y0, max(x1 - x0, 0), max(y1 - y0, 0))
 
 
 def edge_rows(edge_outputs: int, global_x: int, local_y: int) -> int:

@@ -21,12 +21,14 @@ demo: setup
 
 # tests/test_postgres.py needs a PostgreSQL server: checks/postgres.sh installs and starts one;
 # tests/test_report.py needs headless Chromium: checks/chromium.sh installs it.
+# Two pytest workers (pytest-xdist): most of a test is one process compiling kernels, so two
+# cores take the suite in about half the time; tests share only the device lock and servers.
 test: setup
 	bash checks/postgres.sh
 	bash checks/chromium.sh
 	$(PY) -m ruff check autotune tests bench checks db
 	$(PY) -m ruff format --check autotune tests bench checks db
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 lint: setup
 	$(PY) -m ruff check autotune tests bench checks db

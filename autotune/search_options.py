@@ -73,9 +73,9 @@ class SearchOptions:
     # improvement is weighted by it, and candidates more likely to fail than to run are
     # skipped while others are left (a failure's worst time is a cliff the smooth time
     # model cannot fit, which bends it). "model": the same with a GP on the labels.
-    # Measured, not made the default (bench/results/gp_failure_model.md).
     # "quantile": told as the `failure_quantile` quantile of the log times that ran (a
-    # lower cliff than the worst).
+    # lower cliff than the worst). All three measured, none made the default
+    # (bench/results/gp_failure_model.md).
     failures: str = "worst"
     failure_quantile: float = 0.9
 

@@ -181,11 +181,12 @@ def propose(
     spreads out instead of piling onto one spot. `failures` (`SearchOptions.failures`):
     failed points told as the worst log time ("worst"), as the `failure_quantile`
     quantile of the log times ("quantile"), or kept out of the time model and given to a
-    `SuccessModel` whose chance to run weights the choice ("model").
+    model of the chance to run (`KernelSuccess` for "kernel", `SuccessModel` for "model")
+    that weights the choice, candidates below `LIKELY` skipped while others are left.
     """
     logs = [math.log(v) for v in values if v is not None]
     success: SuccessModel | KernelSuccess | None = None
-    if failures in ("model", "kernel"):
+    if failures in ("model", "kernel") and logs:  # with nothing that ran, as "worst"
         ran = np.array([v is not None for v in values])
         if logs and not ran.all():
             success = SuccessModel(measured, ~ran) if failures == "model" else KernelSuccess(measured, ~ran)

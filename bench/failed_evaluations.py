@@ -22,7 +22,7 @@ from pathlib import Path
 
 from replay_loo import seeds_of, variant_of
 
-from autotune.replay import Landscape, load
+from autotune.replay import MAX_REJECTIONS, Landscape, load
 from autotune.search import Search
 
 
@@ -31,8 +31,8 @@ def failed_in(landscape: Landscape, spec: str, seed: int, budget: int) -> int:
     sampler, options = variant_of(spec)
     search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0], options=options)
     seen: set[tuple[object, ...]] = set()
-    failed = 0
-    while len(seen) < budget:
+    failed = rejections = 0
+    while len(seen) < budget and rejections < MAX_REJECTIONS and not search.exhausted:
         asked = search.ask()
         if asked is None:
             break
@@ -43,6 +43,8 @@ def failed_in(landscape: Landscape, spec: str, seed: int, budget: int) -> int:
         if valid and key not in seen:
             seen.add(key)
             failed += value is None
+        else:
+            rejections += 1
     return failed
 
 

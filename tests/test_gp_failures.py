@@ -95,3 +95,14 @@ def test_the_model_of_failures_sees_failures_beyond_the_fastest_points():
         chosen = search.gp._model_set()
         assert sum(search.gp.visited[p] is None for p in chosen) == seen
         assert sum(search.gp.visited[p] is not None for p in chosen) == 4
+
+
+@pytest.mark.parametrize("failures", ["kernel", "model"])
+def test_a_model_of_failures_with_nothing_that_ran_proposes_as_worst_does(failures):
+    """Every measured point failed: no time model can be fitted to what ran, so the
+    proposal is the one "worst" makes, not an error."""
+    rng = np.random.default_rng(5)
+    measured, candidates = rng.random((6, 3)), rng.random((20, 3))
+    values = [None] * len(measured)
+    want = surrogate.propose(measured, values, candidates, failures="worst")
+    assert surrogate.propose(measured, values, candidates, failures=failures) == want

@@ -51,8 +51,15 @@ def test_a_search_waits_while_another_process_measures_on_its_device(tmp_path, m
         # This process measures on the device now (as another search would): the search waits.
         with open(lock_path(device_info(0)), "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            time.sleep(0.5)  # a measurement that ended just before is recorded by now
+            # A measurement that ended just before may still be written: wait until the count
+            # holds still for a second (a busy machine can take longer than that to write it).
             before = _measured(path)
+            for _ in range(30):
+                time.sleep(1)
+                now = _measured(path)
+                if now == before:
+                    break
+                before = now
             time.sleep(3)
             during = _measured(path)
             fcntl.flock(lock, fcntl.LOCK_UN)

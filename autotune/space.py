@@ -182,6 +182,10 @@ class SearchSpace:
         names = self._names(preset.config, problem, device)
         return bool(eval(preset.when_code, {"__builtins__": {}}, names))  # noqa: S307 - ships with the package
 
+    def presets_applying(self, problem: Mapping[str, object], device: object) -> list[Preset]:
+        """The presets whose `when` holds for this problem on this device, in file order."""
+        return [p for p in self.presets.values() if self.applies(p, problem, device)]
+
     def _names(
         self, config: Config, problem: Mapping[str, object], device: object | None
     ) -> dict[str, object]:

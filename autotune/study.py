@@ -42,11 +42,7 @@ def run_study(
             names = (
                 named
                 if named is not None
-                else [
-                    name
-                    for name, p in space.presets.items()
-                    if space.applies(p, problem.key(), evaluator.device)
-                ]
+                else [p.name for p in space.presets_applying(problem.key(), evaluator.device)]
             )
             for name in names:
                 config = family.space.presets[name].config

@@ -242,7 +242,7 @@ def study(
     names = list(presets) or None  # None: the presets a search here would measure first
     problems = [Conv2DProblem(width, *size, seed=seed) for width in widths]
     runs = sum(
-        len(names) if names else sum(CONV2D.space.applies(p, problem.key(), device) for p in known.values())
+        len(names) if names else len(CONV2D.space.presets_applying(problem.key(), device))
         for problem in problems
     )
     with Progress(console=errors, transient=True, disable=as_json) as bar:

@@ -266,8 +266,8 @@ class KernelFamily(ABC):
         whose `when` holds and that are valid here (a CPU layout on a GPU costs no trial)."""
         return [
             p.config
-            for p in self.space.presets.values()
-            if self.space.applies(p, problem.key(), device) and not self.violations(p.config, problem, device)
+            for p in self.space.presets_applying(problem.key(), device)
+            if not self.violations(p.config, problem, device)
         ]
 
     def read_config(self, stored: str | Mapping[str, Any]) -> Config | None:

@@ -26,6 +26,7 @@ class Origin(enum.StrEnum):
 
     PRESET = "preset"  # a seed kernel of the family
     WARM = "warm"  # another problem's best on this device
+    OTHER_DEVICE = "other_device"  # fast on another device for this kind of problem
     SAMPLER = "sampler"
     CACHED = "cached"  # answered from an earlier measurement, not run
     RETIME = "retime"  # the top few timed again, interleaved

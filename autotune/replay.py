@@ -5,6 +5,12 @@ Replaying runs the same search engine that tunes kernels, but each evaluation is
 look-up: points absent from the landscape break the space's restrictions and are
 rejected without counting (as invalid points are on a device); failed points count as
 evaluations that failed. Reported per budget: best found / true optimum over repeats.
+
+A search may start from other landscapes of the same kernel (`start_points`): the
+fastest points a replayed search found on each, as a search on a new device starts
+from what other devices measured (`tune/loop.py`). Those searches are replays too, so
+the start points are what a real search there would have left in the database, not the
+other landscape's true optimum.
 """
 
 from __future__ import annotations
@@ -113,6 +119,7 @@ class Trace:
     """One replayed search: the best time after each evaluation."""
 
     best_after: list[float] = field(default_factory=list)
+    measured: list[tuple[float, Config]] = field(default_factory=list)  # (time, point) of each that ran
 
     def best_at(self, budget: int) -> float:
         if not self.best_after:
@@ -127,9 +134,18 @@ class Trace:
 
 
 def replay_once(
-    landscape: Landscape, sampler: str, budget: int, seed: int, options: SearchOptions | None = None
+    landscape: Landscape,
+    sampler: str,
+    budget: int,
+    seed: int,
+    options: SearchOptions | None = None,
+    first: list[Config] | tuple[Config, ...] = (),
 ) -> Trace:
+    """One search; `first` points are asked before the sampler's own (a warm start:
+    those outside the landscape cost nothing, as invalid points do)."""
     search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0], options=options)
+    for config in first:
+        search.enqueue(config)
     seen: dict[tuple[Any, ...], float | None] = {}
     trace = Trace()
     best = math.inf
@@ -153,8 +169,52 @@ def replay_once(
         search.tell(trial, value)
         if value is not None:
             best = min(best, value)
+            trace.measured.append((value, dict(config)))
         trace.best_after.append(best)
     return trace
+
+
+def same_kernel(landscape: Landscape, other: Landscape) -> bool:
+    """Whether `other` measured the same kernel's knobs (another device, or another
+    sample of the same space): its points mean the same here."""
+    return other.name != landscape.name and list(other.space.knobs) == list(landscape.space.knobs)
+
+
+def fastest(trace: Trace, count: int) -> list[Config]:
+    """The `count` fastest distinct points a replayed search measured."""
+    return [config for _, config in sorted(trace.measured, key=lambda m: m[0])[:count]]
+
+
+START_SEED = 1_000_000  # searches on other landscapes are seeded from here, apart from the repeats'
+START_ROUNDS = 5  # rounds of searches on the other landscapes; repeat r starts from round r % 5
+START_POINTS = 5  # fastest points taken from each search there
+START_BUDGET = 100  # evaluations of each search there
+
+
+def round_elsewhere(
+    others: list[Landscape],
+    sampler: str,
+    budget: int,
+    seed: int,
+    index: int,
+    options: SearchOptions | None = None,
+) -> list[Trace]:
+    """Round `index` of searches on the other landscapes: one replayed search of `budget`
+    evaluations on each, seeded START_SEED + seed + index. Five rounds serve twenty
+    repeats, so the other landscapes cost a quarter of the repeats' replays."""
+    return [replay_once(other, sampler, budget, START_SEED + seed + index, options) for other in others]
+
+
+def start_points(searches: list[Trace], per_search: int) -> list[Config]:
+    """The fastest points of searches on other landscapes, by rank: every search's
+    fastest, then every search's second, ...; a point twice only once."""
+    lists = [fastest(trace, per_search) for trace in searches]
+    points: list[Config] = []
+    for rank in range(per_search):
+        for found in lists:
+            if rank < len(found) and found[rank] not in points:
+                points.append(found[rank])
+    return points
 
 
 def summarise(
@@ -205,5 +265,6 @@ def replay(
     repeats: int,
     seed: int = 0,
     options: SearchOptions | None = None,
+    first: list[Config] | tuple[Config, ...] = (),
 ) -> list[Trace]:
-    return [replay_once(landscape, sampler, budget, seed + r, options) for r in range(repeats)]
+    return [replay_once(landscape, sampler, budget, seed + r, options, first) for r in range(repeats)]

@@ -6,7 +6,8 @@ with `--kernel-tuner`, Kernel Tuner's strategies on the same landscapes and seed
                                     [--samplers gp,tpe-local,tpe,random] [--repeats 20] [--budget 100]
                                     [--budgets 20,50,100] [--seed 0] [--jobs 2] [--global-step mean|ei]
                                     [--switches-first on|off] [--genetic-every N] [--gp SETTINGS]
-                                    [--kernel-tuner] [--kt-strategies a,b,...] [--json FILE]
+                                    [--kernel-tuner] [--kt-strategies a,b,...] [--start-from-others]
+                                    [--json FILE]
 
 Prints, per landscape and sampler, the median and the worst quartile (75th percentile)
 of best found / optimum after each budget (20, 50 and 100 evaluations up to `--budget`
@@ -25,6 +26,13 @@ landscape and budget. Evaluations are counted alike (autotune/replay_kernel_tune
 says how). Our samplers do not know the budget, so one run up to the largest budget
 gives every budget; Kernel Tuner's strategies scale their schedules to `max_fevals`, so
 they run once per budget. Run with `OPENBLAS_NUM_THREADS=1` on a busy machine.
+
+`--start-from-others` adds, for each of our samplers, a row `<sampler>+others`: every
+repeat starts from the fastest points of searches replayed on the other landscapes of
+the same kernel in the list (other devices; never the landscape itself), as a search on
+a new device starts from other devices' results in the database
+(`autotune.replay.round_elsewhere`, `start_points`). A landscape with no such sibling
+gets no such row.
 """
 
 from __future__ import annotations
@@ -42,7 +50,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from autotune.replay import Landscape, Trace, load, replay_once, summarise
+from autotune.replay import (
+    START_BUDGET,
+    START_POINTS,
+    START_ROUNDS,
+    Landscape,
+    Trace,
+    load,
+    replay_once,
+    round_elsewhere,
+    same_kernel,
+    start_points,
+    summarise,
+)
 from autotune.search import SearchOptions
 
 KT = "kt:"  # prefix of Kernel Tuner's strategies in the tables
@@ -53,8 +73,16 @@ def _landscape(path: str) -> Landscape:
     return load(path)
 
 
-def _replay(path: str, sampler: str, budget: int, seed: int, options: SearchOptions) -> Trace:
-    return replay_once(_landscape(path), sampler, budget, seed, options)
+def _replay(
+    path: str, sampler: str, budget: int, seed: int, options: SearchOptions, first: tuple = ()
+) -> Trace:
+    return replay_once(_landscape(path), sampler, budget, seed, options, first)
+
+
+def _round_elsewhere(
+    paths: list[str], sampler: str, seed: int, index: int, options: SearchOptions
+) -> list[Trace]:
+    return round_elsewhere([_landscape(p) for p in paths], sampler, START_BUDGET, seed, index, options)
 
 
 def _kernel_tuner_replay(cache_path: str, strategy: str, budget: int, seed: int) -> tuple[Trace, float]:
@@ -66,10 +94,10 @@ def _kernel_tuner_replay(cache_path: str, strategy: str, budget: int, seed: int)
 
 
 def _timed_replay(
-    path: str, sampler: str, budget: int, seed: int, options: SearchOptions
+    path: str, sampler: str, budget: int, seed: int, options: SearchOptions, first: tuple = ()
 ) -> tuple[Trace, float]:
     start = time.perf_counter()
-    trace = _replay(path, sampler, budget, seed, options)
+    trace = _replay(path, sampler, budget, seed, options, first)
     return trace, time.perf_counter() - start
 
 
@@ -149,6 +177,11 @@ def main() -> int:
     )
     parser.add_argument("--kernel-tuner", action="store_true", help="add Kernel Tuner's strategies")
     parser.add_argument("--kt-strategies", default="", help="Kernel Tuner strategies, a,b,... (default: all)")
+    parser.add_argument(
+        "--start-from-others",
+        action="store_true",
+        help="also run each sampler started from searches on the same kernel's other landscapes",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file")
     args = parser.parse_args()
     options = SearchOptions.parse(args.gp)
@@ -197,6 +230,29 @@ def main() -> int:
                 row = _row(landscape, sampler, dict.fromkeys(budgets, traces), budgets)
                 rows.append(row)
                 _print_row(row, budgets, statistics.mean(s for _, s in done), budgets[-1])
+                others = [p for p in args.landscapes if same_kernel(landscape, _landscape(p))]
+                if args.start_from_others and others:  # other devices' searches of the same kernel
+                    k = min(n, START_ROUNDS)
+                    elsewhere = list(
+                        pool.map(
+                            _round_elsewhere,
+                            [others] * k,
+                            [sampler] * k,
+                            [args.seed] * k,
+                            range(k),
+                            [options] * k,
+                        )
+                    )
+                    first = [tuple(start_points(elsewhere[i % k], START_POINTS)) for i in range(n)]
+                    done = list(
+                        pool.map(
+                            _timed_replay, [path] * n, [sampler] * n, largest, seeds, [options] * n, first
+                        )
+                    )
+                    traces = [trace for trace, _ in done]
+                    row = _row(landscape, sampler + "+others", dict.fromkeys(budgets, traces), budgets)
+                    rows.append(row)
+                    _print_row(row, budgets, statistics.mean(s for _, s in done), budgets[-1])
             if strategies:
                 from autotune.replay_kernel_tuner import write_cache
 

@@ -7,31 +7,31 @@ import json
 import pytest
 
 from autotune.errors import UsageError
-from autotune.replay import load, replay, replay_once, summarise
+from autotune.replay import Trace, load, replay, replay_once, same_kernel, start_points, summarise
 from autotune.search import SAMPLERS
 from tests.conftest import run_cli
 
 
-def synthetic(path, gzipped=True):
-    """A Kernel Tuner style cache: a bowl with its optimum at (x=12, y=3, z=1), some
+def synthetic(path, gzipped=True, optimum=(12, 3, 1), names=("x", "y", "z")):
+    """A Kernel Tuner style cache: a bowl with its optimum at `optimum` (x, y, z), some
     points failing, and points with x + y > 18 missing (they break a restriction)."""
     cache = {}
+    ox, oy, oz = optimum
     for x, y, z in itertools.product(range(16), range(8), range(3)):
         if x + y > 18:
             continue
-        record = {"x": x, "y": y, "z": z}
+        record = dict(zip(names, (x, y, z), strict=True))
         if (x * 7 + y * 3 + z) % 11 == 0:
             record["time"] = "CompilationFailedConfig"
         else:
-            record["time"] = 1.0 + (x - 12) ** 2 * 0.05 + (y - 3) ** 2 * 0.1 + (z - 1) ** 2 * 0.3
+            record["time"] = 1.0 + (x - ox) ** 2 * 0.05 + (y - oy) ** 2 * 0.1 + (z - oz) ** 2 * 0.3
         cache[f"{x},{y},{z}"] = record
-    cache.pop("12,3,1")["time"]  # make sure the optimum is present and valid
-    cache["12,3,1"] = {"x": 12, "y": 3, "z": 1, "time": 0.5}
+    cache[f"{ox},{oy},{oz}"] = {**dict(zip(names, optimum, strict=True)), "time": 0.5}  # present and valid
     data = {
         "device_name": "synthetic",
         "kernel_name": "bowl",
-        "tune_params_keys": ["x", "y", "z"],
-        "tune_params": {"x": list(range(16)), "y": list(range(8)), "z": list(range(3))},
+        "tune_params_keys": list(names),
+        "tune_params": dict(zip(names, (list(range(16)), list(range(8)), list(range(3))), strict=True)),
         "objective": "time",
         "cache": cache,
     }
@@ -154,3 +154,49 @@ def test_replay_plot(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_start_points_take_each_search_by_rank():
+    a = {"x": 1, "y": 0, "z": 0}
+    b = {"x": 2, "y": 0, "z": 0}
+    c = {"x": 3, "y": 0, "z": 0}
+    first = Trace(measured=[(3.0, c), (1.0, a), (2.0, b)])
+    second = Trace(measured=[(0.5, b), (0.7, c)])
+    assert start_points([first, second], 2) == [a, b, c]  # a, b (ranks 1), then b again skipped, c
+    assert start_points([first, second], 1) == [a, b]
+    assert start_points([], 3) == []
+
+
+def test_a_search_asks_its_start_points_first(tmp_path):
+    landscape = load(synthetic(tmp_path / "bowl.json.gz"))
+    outside = {"x": 15, "y": 7, "z": 0}  # breaks the restriction: costs no evaluation
+    near = {"x": 11, "y": 3, "z": 1}
+    trace = replay_once(landscape, "gp", 5, seed=3, first=[outside, near])
+    assert len(trace.best_after) == 5
+    assert trace.measured[0][1] == near and trace.best_after[0] == landscape.look_up(near)[1]
+    assert trace.best_at(5) <= trace.best_after[0]
+
+
+def test_searches_start_from_another_landscape_of_the_same_kernel(tmp_path):
+    """The other landscape's optimum is one step from this one's: started from its
+    search's fastest points, every repeat is within one step after a few evaluations,
+    where the plain search of the same seeds is not yet."""
+    here = synthetic(tmp_path / "bowl.json.gz")
+    other = synthetic(tmp_path / "other.json.gz", optimum=(11, 3, 1))
+    renamed = synthetic(tmp_path / "renamed.json.gz", names=("a", "b", "c"))
+    assert same_kernel(load(here), load(other)) and not same_kernel(load(here), load(renamed))
+    assert not same_kernel(load(here), load(here))
+    common = ["replay", str(here), "--budget", "4", "--repeats", "5", "--seed", "1", "--json"]
+    started = run_cli(*common, "--start-from", str(other), "--start-budget", "60", "--start-points", "3")
+    assert started.returncode == 0, started.stderr
+    cold = run_cli(*common)
+    medians = [json.loads(r.stdout)["data"]["results"][0]["budgets"][-1]["median"] for r in (started, cold)]
+    assert medians[0] <= (1.0 + 0.05) / 0.5 < medians[1], medians  # one x step costs 0.05 ms
+    for args, message in (
+        (["--start-from", str(renamed)], "measures other knobs"),
+        (["--start-from", str(tmp_path / "missing.json")], "no such landscape"),
+        (["--start-from", str(other), "--start-points", "0"], "must be positive"),
+    ):
+        result = run_cli("replay", str(here), "--budget", "4", "--repeats", "1", *args)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

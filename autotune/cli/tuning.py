@@ -311,6 +311,25 @@ def study(
     default=None,
     help="Write convergence curves to this PNG (needs matplotlib).",
 )
+@click.option(
+    "--start-from",
+    "start_from",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A landscape of the same kernel on another device (repeatable): each repeat starts "
+    "from the fastest points of a search replayed there, as a search on a new device "
+    "starts from other devices' results in the database.",
+)
+@click.option(
+    "--start-budget", type=int, default=100, show_default=True, help="Evaluations of each search there."
+)
+@click.option(
+    "--start-points",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Fastest points taken from each search there.",
+)
 @json_option
 def replay(
     landscape: str,
@@ -319,6 +338,9 @@ def replay(
     repeats: int,
     seed: int,
     plot_path: str | None,
+    start_from: tuple[str, ...],
+    start_budget: int,
+    start_points: int,
     as_json: bool,
 ) -> None:
     """Replay searches on a measured landscape (Kernel Tuner cache or T4 results)."""
@@ -331,17 +353,30 @@ def replay(
             raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")
     if budget <= 0 or repeats <= 0:
         raise UsageError("--budget and --repeats must be positive")
-    if not Path(landscape).is_file():
-        raise UsageError(f"no such landscape file: {landscape}")
+    if start_budget <= 0 or start_points <= 0:
+        raise UsageError("--start-budget and --start-points must be positive")
+    for path in (landscape, *start_from):
+        if not Path(path).is_file():
+            raise UsageError(f"no such landscape file: {path}")
     loaded = replaying.load(landscape)
+    others = [replaying.load(path) for path in start_from]
+    for other in others:
+        if not replaying.same_kernel(loaded, other):
+            raise UsageError(f"{other.name} measures other knobs than {loaded.name}: no start points from it")
     budgets = tuple(sorted({b for b in replaying.BUDGETS if b < budget} | {budget}))
     summaries, curves = [], {}
     with progress(as_json) as bar:
         for name in samplers:
-            task = bar.add_task(name, total=repeats)
+            rounds = min(repeats, replaying.START_ROUNDS) if others else 0
+            task = bar.add_task(name, total=repeats + rounds)
+            elsewhere = []
+            for i in range(rounds):
+                elsewhere.append(replaying.round_elsewhere(others, name, start_budget, seed, i))
+                bar.advance(task)
             traces = []
             for r in range(repeats):
-                traces.append(replaying.replay_once(loaded, name, budget, seed + r))
+                first = replaying.start_points(elsewhere[r % rounds], start_points) if rounds else ()
+                traces.append(replaying.replay_once(loaded, name, budget, seed + r, first=first))
                 bar.advance(task)
             summaries.append({"sampler": name, **replaying.summarise(loaded, traces, budgets)})
             curves[name] = traces

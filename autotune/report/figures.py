@@ -19,6 +19,7 @@ KINDS = ("seed-study", "roofline", "convergence", "times", "importance")
 ORIGIN_STYLE = {  # how each origin of a trial is marked
     "preset": ("tab:orange", "s", "seed preset"),
     "warm": ("tab:green", "^", "warm start"),
+    "other_device": ("tab:purple", "v", "fast on another device"),
     "sampler": ("tab:blue", "o", "sampler"),
     "cached": ("tab:grey", "D", "answered from the database"),
 }

@@ -332,6 +332,26 @@ class Store:
         with self.session() as s:
             return list(s.scalars(query))
 
+    def fastest_elsewhere(self, problem_ids: list[int], device_id: int) -> list[tuple[Trial, Device]]:
+        """Successful first measurements of these problems on devices other than
+        `device_id`, fastest first (a warm start on a device new to them)."""
+        if not problem_ids:
+            return []
+        query = (
+            sa.select(Trial, Device)
+            .join(Device, Trial.device_id == Device.id)
+            .where(
+                Trial.problem_id.in_(problem_ids),
+                Trial.device_id != device_id,
+                Trial.status == "ok",
+                Trial.time_ms.is_not(None),
+                Trial.origin.not_in(("cached", "retime")),
+            )
+            .order_by(Trial.time_ms, Trial.id)
+        )
+        with self.session() as s:
+            return [tuple(row) for row in s.execute(query)]  # type: ignore[misc]
+
     def runs(self) -> list[tuple[Run, Device]]:
         with self.session() as s:
             return [

@@ -3,7 +3,8 @@ persisted.
 
 Order per problem: the family's seed presets (so the result is never worse than the
 seed kernels), then the best configs of other problems on the same device (warm
-start), then the sampler. Points already measured for this device and problem are
+start), then the fastest configs other devices measured for this kind, then the
+sampler. Points already measured for this device and problem are
 answered from the ledger. The loop per problem is ask -> compile ahead -> measure ->
 record; at the end the top few are re-timed interleaved and the winner becomes the best
 kernel for (device, problem).
@@ -40,6 +41,10 @@ from autotune.tune.studies import Studies
 from autotune.tune.summary import ProblemResult, summarise
 
 WARM_START = 8  # warm start: up to this many distinct best configs of other problems, nearest first
+# ... and then the fastest configs each other device of the same type measured for this
+# kind: a replayed search of 50 evaluations started from two other devices' five fastest
+# reached a median within 1% of the optimum on every landscape (BENCHMARKS.md).
+OTHER_DEVICES = 5
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Tuner:
         compilers: int | None = None,
         evaluator: Any = None,
         warm_start: int = WARM_START,
+        other_devices: int = OTHER_DEVICES,
         search_options: SearchOptions | None = None,
         studies: bool = True,
         shared: bool = False,
@@ -114,6 +120,7 @@ class Tuner:
         self.device_id: int | None = None
         self.evaluator = evaluator
         self.warm_start = warm_start
+        self.other_devices = other_devices
         self.owner = lease_owner()
         self.lease_lost = False
         self.search_options = search_options
@@ -279,6 +286,8 @@ class Tuner:
             queued.setdefault(config_key(config), Origin.PRESET)
         for config in self._winners_elsewhere(problem):
             queued.setdefault(config_key(config), Origin.WARM)
+        for config in self._fastest_on_other_devices(problem):
+            queued.setdefault(config_key(config), Origin.OTHER_DEVICE)
         measured_here = ledger.keys_in_run()
         for key in queued:
             if key not in measured_here:
@@ -404,6 +413,50 @@ class Tuner:
             if config not in configs:
                 configs.append(config)
         return configs[: self.warm_start]
+
+    def _fastest_on_other_devices(self, problem: Problem) -> list[Config]:
+        """The `other_devices` fastest configs each other device of this type measured
+        for this problem's kind (the nearest size first), valid here, by rank: every
+        device's fastest, then every device's second, ...; devices of this vendor first.
+        Another device's results are the landscape's best map a new device has: two
+        GPUs' optima often share most knobs, where a random start shares few."""
+        if self.other_devices <= 0 or self.device_id is None:
+            return []
+        kind = problem.kind()
+        sizes: dict[int, float] = {}
+        for problem_id, row in self.store.problems().items():
+            fields = row.fields
+            if row.family != self.family.name or fields is None:
+                continue
+            other = self.family.problem(fields)
+            if other.kind() == kind:
+                sizes[problem_id] = size_distance(other.size, problem.size)
+        trials: dict[int, list[tuple[tuple[float, float], str]]] = {}  # device -> (rank, config text)
+        vendor: dict[int, bool] = {}
+        for trial, device in self.store.fastest_elsewhere(list(sizes), self.device_id):
+            if device.type == self.device.type:  # a CPU's fastest says little about a GPU
+                vendor[device.id] = device.vendor == self.device.vendor
+                rank = (sizes[trial.problem_id], trial.time_ms or 0.0)  # nearest size, then fastest
+                trials.setdefault(device.id, []).append((rank, trial.config))
+        ranked = []
+        for device_id in sorted(trials, key=lambda d: (not vendor[d], d)):
+            configs: list[Config] = []
+            for _, text in sorted(trials[device_id], key=lambda item: item[0]):
+                config = self.family.read_config(text)
+                if config is None or config in configs:
+                    continue
+                if self.family.violations(config, problem, self.device):
+                    continue
+                configs.append(config)
+                if len(configs) == self.other_devices:
+                    break
+            ranked.append(configs)
+        by_rank: list[Config] = []
+        for rank in range(self.other_devices):
+            for configs in ranked:
+                if rank < len(configs) and configs[rank] not in by_rank:
+                    by_rank.append(configs[rank])
+        return by_rank
 
     def summary(self, problem: Problem) -> ProblemResult:
         """What the run found for a problem, from the store alone."""

@@ -97,3 +97,30 @@ def test_no_other_device_leaves_the_search_as_it_was(tmp_path):
     Tuner(store, 0, device, CONV2D, [problem], sampler="random", budget=Budget(trials=budget)).run()
     origins = {t.origin for t in store.trials()}
     assert "other_device" not in origins and "sampler" in origins
+
+
+def test_other_devices_go_by_rank_and_their_number_is_capped(tmp_path):
+    """Each device's fastest before any device's second; this vendor's devices first;
+    at most twice the per-device count in all."""
+    path = tmp_path / "tune.db"
+    store = Store(f"sqlite:///{path}")
+    device = device_info(0)
+    space = CONV2D.space
+    problem = Conv2DProblem(3, 40, 24)
+    configs = [
+        space.complete({"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": x, "work_y": y})
+        for x, y in ((2, 2), (1, 2), (2, 1), (4, 1), (1, 4), (4, 2))
+    ]
+    others = [
+        _other_device(store, dataclasses.replace(device, vendor="Another vendor"), "far CPU"),
+        _other_device(store, device, "near CPU"),
+        _other_device(store, device, "third CPU"),
+    ]
+    for (device_id, run), pair in zip(others, (configs[0:2], configs[2:4], configs[4:6]), strict=True):
+        for number, config in enumerate(pair):
+            _trial(store, device_id, run, problem, config, 1.0 + number, number)
+    tuner = Tuner(store, 0, device, CONV2D, [problem], other_devices=2)
+    tuner.device_id = store.device_id(device)
+    queued = tuner._fastest_on_other_devices(problem)
+    # rank by rank, this vendor's two CPUs before the far one; the cap (2 x 2) cuts the rest
+    assert queued == [configs[2], configs[4], configs[0], configs[3]]

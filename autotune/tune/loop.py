@@ -417,7 +417,8 @@ class Tuner:
     def _fastest_on_other_devices(self, problem: Problem) -> list[Config]:
         """The `other_devices` fastest configs each other device of this type measured
         for this problem's kind (the nearest size first), valid here, by rank: every
-        device's fastest, then every device's second, ...; devices of this vendor first.
+        device's fastest, then every device's second, ...; devices of this vendor first;
+        twice `other_devices` in all (many devices: the fastest few of each).
         Another device's results are the landscape's best map a new device has: two
         GPUs' optima often share most knobs, where a random start shares few."""
         if self.other_devices <= 0 or self.device_id is None:
@@ -456,7 +457,7 @@ class Tuner:
             for configs in ranked:
                 if rank < len(configs) and configs[rank] not in by_rank:
                     by_rank.append(configs[rank])
-        return by_rank
+        return by_rank[: 2 * self.other_devices]
 
     def summary(self, problem: Problem) -> ProblemResult:
         """What the run found for a problem, from the store alone."""

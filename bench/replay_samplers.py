@@ -6,8 +6,8 @@ with `--kernel-tuner`, Kernel Tuner's strategies on the same landscapes and seed
                                     [--samplers gp,tpe-local,tpe,random] [--repeats 20] [--budget 100]
                                     [--budgets 20,50,100] [--seed 0] [--jobs 2] [--global-step mean|ei]
                                     [--switches-first on|off] [--genetic-every N] [--gp SETTINGS]
-                                    [--kernel-tuner] [--kt-strategies a,b,...] [--start-from-others]
-                                    [--json FILE]
+                                    [--kernel-tuner] [--kt-strategies a,b,...] [--json FILE]
+                                    [--start-from-others [--start-points 5]]
 
 Prints, per landscape and sampler, the median and the worst quartile (75th percentile)
 of best found / optimum after each budget (20, 50 and 100 evaluations up to `--budget`
@@ -182,6 +182,9 @@ def main() -> int:
         action="store_true",
         help="also run each sampler started from searches on the same kernel's other landscapes",
     )
+    parser.add_argument(
+        "--start-points", type=int, default=START_POINTS, help="fastest points from each search elsewhere"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file")
     args = parser.parse_args()
     options = SearchOptions.parse(args.gp)
@@ -243,7 +246,7 @@ def main() -> int:
                             [options] * k,
                         )
                     )
-                    first = [tuple(start_points(elsewhere[i % k], START_POINTS)) for i in range(n)]
+                    first = [tuple(start_points(elsewhere[i % k], args.start_points)) for i in range(n)]
                     done = list(
                         pool.map(
                             _timed_replay, [path] * n, [sampler] * n, largest, seeds, [options] * n, first

@@ -19,12 +19,13 @@ import gzip
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import UsageError
-from autotune.search import Search, SearchOptions
+from autotune.search import Search, SearchOptions, by_rank
 from autotune.space import Config, Knob, SearchSpace
 
 BUDGETS = (10, 20, 50, 100, 200)
@@ -139,13 +140,16 @@ def replay_once(
     budget: int,
     seed: int,
     options: SearchOptions | None = None,
-    first: list[Config] | tuple[Config, ...] = (),
+    first: Sequence[Config] = (),
 ) -> Trace:
     """One search; `first` points are asked before the sampler's own (a warm start:
-    those outside the landscape cost nothing, as invalid points do)."""
+    those outside the landscape cost nothing, as invalid points do; those with a knob
+    value the landscape does not have are left out)."""
     search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0], options=options)
-    for config in first:
-        search.enqueue(config)
+    knobs = landscape.space.knobs
+    for config in first:  # a value this landscape never measured makes no point of it
+        if all(config.get(name) in knob.values for name, knob in knobs.items()):
+            search.enqueue(config)
     seen: dict[tuple[Any, ...], float | None] = {}
     trace = Trace()
     best = math.inf
@@ -177,7 +181,7 @@ def replay_once(
 def same_kernel(landscape: Landscape, other: Landscape) -> bool:
     """Whether `other` measured the same kernel's knobs (another device, or another
     sample of the same space): its points mean the same here."""
-    return other.name != landscape.name and list(other.space.knobs) == list(landscape.space.knobs)
+    return list(other.space.knobs) == list(landscape.space.knobs)
 
 
 def fastest(trace: Trace, count: int) -> list[Config]:
@@ -200,21 +204,21 @@ def round_elsewhere(
     options: SearchOptions | None = None,
 ) -> list[Trace]:
     """Round `index` of searches on the other landscapes: one replayed search of `budget`
-    evaluations on each, seeded START_SEED + seed + index. Five rounds serve twenty
-    repeats, so the other landscapes cost a quarter of the repeats' replays."""
+    evaluations on each, seeded START_SEED + seed + index. Rounds are fewer than repeats
+    (START_ROUNDS serve them all) to keep the cost of the other landscapes down."""
     return [replay_once(other, sampler, budget, START_SEED + seed + index, options) for other in others]
 
 
 def start_points(searches: list[Trace], per_search: int) -> list[Config]:
-    """The fastest points of searches on other landscapes, by rank: every search's
-    fastest, then every search's second, ...; a point twice only once."""
-    lists = [fastest(trace, per_search) for trace in searches]
-    points: list[Config] = []
-    for rank in range(per_search):
-        for found in lists:
-            if rank < len(found) and found[rank] not in points:
-                points.append(found[rank])
-    return points
+    """The `per_search` fastest points of each search on another landscape, by rank."""
+    return by_rank([fastest(trace, per_search) for trace in searches])
+
+
+def starts_per_repeat(rounds: list[list[Trace]], repeats: int, per_search: int) -> list[list[Config]]:
+    """Repeat r's start points: those of round r % len(rounds) (none without rounds)."""
+    if not rounds:
+        return [[] for _ in range(repeats)]
+    return [start_points(rounds[r % len(rounds)], per_search) for r in range(repeats)]
 
 
 def summarise(
@@ -265,6 +269,5 @@ def replay(
     repeats: int,
     seed: int = 0,
     options: SearchOptions | None = None,
-    first: list[Config] | tuple[Config, ...] = (),
 ) -> list[Trace]:
-    return [replay_once(landscape, sampler, budget, seed + r, options, first) for r in range(repeats)]
+    return [replay_once(landscape, sampler, budget, seed + r, options) for r in range(repeats)]

@@ -50,6 +50,18 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 warnings.filterwarnings("ignore", message=".*warn_independent_sampling.*", category=FutureWarning)
 
 
+def by_rank(lists: list[list[Config]], limit: int | None = None) -> list[Config]:
+    """Start points from several sources (other devices, other landscapes), each list
+    fastest first: every list's first, then every list's second, ...; a point twice
+    only once; at most `limit`. No source's slow points come before another's fast ones."""
+    points: list[Config] = []
+    for rank in range(max(map(len, lists), default=0)):
+        for found in lists:
+            if rank < len(found) and found[rank] not in points:
+                points.append(found[rank])
+    return points[:limit]
+
+
 def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.BaseSampler:
     """Optuna's samplers by name (`gp` is built by `Search`, which knows its validity test)."""
     if name in ("tpe", "tpe-local"):

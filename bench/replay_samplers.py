@@ -45,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -60,10 +61,11 @@ from autotune.replay import (
     replay_once,
     round_elsewhere,
     same_kernel,
-    start_points,
+    starts_per_repeat,
     summarise,
 )
 from autotune.search import SearchOptions
+from autotune.space import Config
 
 KT = "kt:"  # prefix of Kernel Tuner's strategies in the tables
 
@@ -74,7 +76,7 @@ def _landscape(path: str) -> Landscape:
 
 
 def _replay(
-    path: str, sampler: str, budget: int, seed: int, options: SearchOptions, first: tuple = ()
+    path: str, sampler: str, budget: int, seed: int, options: SearchOptions, first: Sequence[Config] = ()
 ) -> Trace:
     return replay_once(_landscape(path), sampler, budget, seed, options, first)
 
@@ -94,7 +96,7 @@ def _kernel_tuner_replay(cache_path: str, strategy: str, budget: int, seed: int)
 
 
 def _timed_replay(
-    path: str, sampler: str, budget: int, seed: int, options: SearchOptions, first: tuple = ()
+    path: str, sampler: str, budget: int, seed: int, options: SearchOptions, first: Sequence[Config] = ()
 ) -> tuple[Trace, float]:
     start = time.perf_counter()
     trace = _replay(path, sampler, budget, seed, options, first)
@@ -233,25 +235,13 @@ def main() -> int:
                 row = _row(landscape, sampler, dict.fromkeys(budgets, traces), budgets)
                 rows.append(row)
                 _print_row(row, budgets, statistics.mean(s for _, s in done), budgets[-1])
-                others = [p for p in args.landscapes if same_kernel(landscape, _landscape(p))]
+                others = [p for p in args.landscapes if p != path and same_kernel(landscape, _landscape(p))]
                 if args.start_from_others and others:  # other devices' searches of the same kernel
                     k = min(n, START_ROUNDS)
-                    elsewhere = list(
-                        pool.map(
-                            _round_elsewhere,
-                            [others] * k,
-                            [sampler] * k,
-                            [args.seed] * k,
-                            range(k),
-                            [options] * k,
-                        )
-                    )
-                    first = [tuple(start_points(elsewhere[i % k], args.start_points)) for i in range(n)]
-                    done = list(
-                        pool.map(
-                            _timed_replay, [path] * n, [sampler] * n, largest, seeds, [options] * n, first
-                        )
-                    )
+                    rounds = [others] * k, [sampler] * k, [args.seed] * k, range(k), [options] * k
+                    first = starts_per_repeat(list(pool.map(_round_elsewhere, *rounds)), n, args.start_points)
+                    started = [path] * n, [sampler] * n, largest, seeds, [options] * n, first
+                    done = list(pool.map(_timed_replay, *started))
                     traces = [trace for trace, _ in done]
                     row = _row(landscape, sampler + "+others", dict.fromkeys(budgets, traces), budgets)
                     rows.append(row)

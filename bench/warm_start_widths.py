@@ -55,6 +55,7 @@ def main() -> int:
         fresh=True,
         listener=listen,
         warm_start=args.widths,
+        other_devices=0,  # this device's own widths only, whatever else the database holds
     )
     results = tuner.run()
     print(

@@ -8,12 +8,18 @@ from autotune.devices import device_info
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.store import Store, config_key, now
 from autotune.tune import Budget, Tuner
+from tests.conftest import run_cli
+
+PROBLEM = Conv2DProblem(3, 40, 24)
 
 
-def _other_device(store, device, name, type_=None):
-    """A device row of another model (or type), with a finished run."""
-    other = dataclasses.replace(device, name=name, type=type_ or device.type)
-    device_id = store.device_id(other)
+def _config(**knobs):
+    return CONV2D.space.complete({"filter_mode": "define", "local_x": 4, "local_y": 4, **knobs})
+
+
+def _device_row(store, device, name, **changes):
+    """A device row of another model (or vendor, or type), with a run."""
+    device_id = store.device_id(dataclasses.replace(device, name=name, **changes))
     run = store.start_run(
         device_id=device_id,
         key=f"elsewhere {name}",
@@ -28,18 +34,22 @@ def _other_device(store, device, name, type_=None):
     return device_id, run.id
 
 
-def _trial(store, device_id, run_id, problem, config, time_ms, number, status="ok"):
+def _trial(store, where, config, time_ms, problem=PROBLEM, status="ok", origin="sampler", sha="sha"):
+    device_id, run_id = where
     store.add_trial(
         run_id=run_id,
         device_id=device_id,
-        problem_id=store.problem_id("conv2d", problem.key()),
-        number=number,
-        origin="sampler",
+        problem_id=store.problem_id(
+            "conv2d", problem.key() if isinstance(problem, Conv2DProblem) else problem
+        ),
+        number=0,
+        origin=origin,
         config=json.dumps(config),
         config_key=config_key(config),
         status=status,
-        time_ms=time_ms if status == "ok" else None,
+        time_ms=time_ms,
         created_at=now(),
+        kernel_sha=sha,
     )
 
 
@@ -47,80 +57,100 @@ def test_a_search_starts_from_other_devices_fastest_configs(tmp_path):
     path = tmp_path / "tune.db"
     store = Store(f"sqlite:///{path}")
     device = device_info(0)
-    space = CONV2D.space
-    problem = Conv2DProblem(3, 40, 24)
-
-    def config(**knobs):
-        return space.complete({"filter_mode": "define", "local_x": 4, "local_y": 4, **knobs})
-
-    fastest, second, third, failed, gpu_only = (
-        config(work_x=2, work_y=2),
-        config(work_x=1, work_y=2),
-        config(work_x=2, work_y=1),
-        config(work_x=4, work_y=1),
-        config(work_x=4, work_y=4),
+    fastest, second, third, shy, wrong, repeated, old, foreign = (
+        _config(work_x=2, work_y=2),
+        _config(work_x=1, work_y=2),
+        _config(work_x=2, work_y=1),
+        _config(work_x=4, work_y=1),
+        _config(work_x=1, work_y=4),
+        _config(work_x=4, work_y=2),
+        _config(work_x=2, work_y=4),
+        _config(work_x=4, work_y=4),
     )
-    too_big = config(local_x=256, local_y=64)  # more work-items than this device's groups hold
-    presets = {config_key(p.config) for p in space.presets.values()}
-    assert not presets & {config_key(c) for c in (fastest, second, third, failed, gpu_only, too_big)}
-    same_model, run = _other_device(store, device, "another CPU")
-    for number, (c, ms) in enumerate(((third, 3.0), (too_big, 0.1), (fastest, 1.0), (second, 2.0))):
-        _trial(store, same_model, run, problem, c, ms, number)
-    _trial(store, same_model, run, Conv2DProblem(3, 400, 240), third, 0.5, 9)  # farther size: after
-    _trial(store, same_model, run, problem, failed, None, 10, status="compile_error")
-    _trial(store, same_model, run, Conv2DProblem(5, 40, 24), failed, 0.2, 11)  # another kind
-    gpu, gpu_run = _other_device(store, device, "a GPU", type_="GPU")
-    _trial(store, gpu, gpu_run, problem, gpu_only, 0.01, 0)
+    too_big = _config(local_x=256, local_y=64)  # more work-items than this device's groups hold
+    presets = {config_key(p.config) for p in CONV2D.space.presets.values()}
+    planted = (fastest, second, third, shy, wrong, repeated, old, foreign, too_big)
+    assert not presets & {config_key(c) for c in planted}
+    other = _device_row(store, device, "another CPU")
+    for config, ms in ((third, 3.0), (too_big, 0.1), (fastest, 1.0), (second, 2.0)):
+        _trial(store, other, config, ms)
+    _trial(store, other, third, 0.5, problem=Conv2DProblem(3, 400, 240))  # farther size: after the nearest
+    _trial(store, other, shy, None, status="compile_error")
+    _trial(store, other, wrong, 0.05, status="wrong_result")  # ran, but wrong: never a start
+    _trial(store, other, repeated, 0.05, origin="retime")  # re-timings are not first measurements
+    _trial(store, other, old, 0.05, sha=None)  # measured before kernels had fingerprints
+    _trial(store, other, shy, 0.2, problem=Conv2DProblem(5, 40, 24))  # another kind
+    foreign_type = "CPU" if "GPU" in device.type else "GPU"
+    _trial(store, _device_row(store, device, "other type", type=foreign_type), foreign, 0.01)
 
-    budget = len(CONV2D.presets_for(problem, device)) + 3
-    Tuner(
-        store, 0, device, CONV2D, [problem], sampler="random", budget=Budget(trials=budget), other_devices=3
-    ).run()
+    budget = len(CONV2D.presets_for(PROBLEM, device)) + 3
+    tuner = Tuner(
+        store, 0, device, CONV2D, [PROBLEM], sampler="random", budget=Budget(trials=budget), other_devices=3
+    )
+    tuner.run()
     with sqlite3.connect(path) as db:
-        mine = store.device_id(device)
         tried = db.execute(
             "SELECT origin, config_key FROM autotune_trials"
             " WHERE device_id = ? AND origin != 'retime' ORDER BY id",
-            (mine,),
+            (store.device_id(device),),
         ).fetchall()
     started = [key for origin, key in tried if origin == "other_device"]
     assert started == [config_key(fastest), config_key(second), config_key(third)]
-    first_after_presets = [origin for origin, _ in tried if origin != "preset"][:3]
-    assert first_after_presets == ["other_device"] * 3
+    assert [origin for origin, _ in tried if origin != "preset"][:3] == ["other_device"] * 3
+    # the same search again on a fresh run: what this device measured is not queued again
+    assert tuner._fastest_on_other_devices(PROBLEM, {k for _, k in tried}) == []
+    assert tuner._fastest_on_other_devices(PROBLEM, {config_key(fastest)}) == [second, third]
 
 
-def test_no_other_device_leaves_the_search_as_it_was(tmp_path):
+def test_other_devices_go_by_rank_nearest_model_first_and_their_number_is_capped(tmp_path):
+    """Each device's fastest before any device's second; the same model (another driver)
+    first, then this vendor's; at most twice the per-device count in all; a config two
+    devices share once; a problem row this release cannot read is passed over."""
     store = Store(f"sqlite:///{tmp_path / 'tune.db'}")
     device = device_info(0)
-    problem = Conv2DProblem(3, 40, 24)
-    budget = len(CONV2D.presets_for(problem, device)) + 2
-    Tuner(store, 0, device, CONV2D, [problem], sampler="random", budget=Budget(trials=budget)).run()
-    origins = {t.origin for t in store.trials()}
-    assert "other_device" not in origins and "sampler" in origins
+    configs = [_config(work_x=x, work_y=y) for x, y in ((2, 2), (1, 2), (2, 1), (4, 1), (1, 4), (4, 2))]
+    far = _device_row(store, device, "far CPU", vendor="Another vendor")
+    near = _device_row(store, device, "near CPU")
+    same_model = _device_row(store, device, device.name, driver_version="0.0 (an older driver)")
+    for where, pair in ((far, configs[0:2]), (near, configs[2:4]), (same_model, [configs[4], configs[2]])):
+        for number, config in enumerate(pair):
+            _trial(store, where, config, 1.0 + number)
+    _trial(store, near, configs[5], 0.01, problem={"filter_width": 3, "rows": 40, "new_field": 1})
+    _trial(store, _device_row(store, device, device.name), configs[5], 0.01)  # this device's own
+    tuner = Tuner(store, 0, device, CONV2D, [PROBLEM], other_devices=2)
+    tuner.device_id = store.device_id(device)
+    # rank 1: same model, near, far; rank 2: same model's second is near's first (once),
+    # near's second; the cap (2 x 2) cuts the far CPU's second
+    assert tuner._fastest_on_other_devices(PROBLEM, set()) == [configs[4], configs[2], configs[0], configs[3]]
 
 
-def test_other_devices_go_by_rank_and_their_number_is_capped(tmp_path):
-    """Each device's fastest before any device's second; this vendor's devices first;
-    at most twice the per-device count in all."""
+def test_the_search_command_starts_from_other_devices_unless_told_not_to(tmp_path):
     path = tmp_path / "tune.db"
     store = Store(f"sqlite:///{path}")
     device = device_info(0)
-    space = CONV2D.space
-    problem = Conv2DProblem(3, 40, 24)
-    configs = [
-        space.complete({"filter_mode": "define", "local_x": 4, "local_y": 4, "work_x": x, "work_y": y})
-        for x, y in ((2, 2), (1, 2), (2, 1), (4, 1), (1, 4), (4, 2))
+    planted = _config(work_x=2, work_y=2)
+    _trial(store, _device_row(store, device, "another CPU"), planted, 1.0)
+    store.close()
+    common = [
+        "search",
+        "-d",
+        "0",
+        "-f",
+        "3",
+        "-s",
+        "40x24",
+        "--sampler",
+        "random",
+        "--db",
+        f"sqlite:///{path}",
     ]
-    others = [
-        _other_device(store, dataclasses.replace(device, vendor="Another vendor"), "far CPU"),
-        _other_device(store, device, "near CPU"),
-        _other_device(store, device, "third CPU"),
-    ]
-    for (device_id, run), pair in zip(others, (configs[0:2], configs[2:4], configs[4:6]), strict=True):
-        for number, config in enumerate(pair):
-            _trial(store, device_id, run, problem, config, 1.0 + number, number)
-    tuner = Tuner(store, 0, device, CONV2D, [problem], other_devices=2)
-    tuner.device_id = store.device_id(device)
-    queued = tuner._fastest_on_other_devices(problem)
-    # rank by rank, this vendor's two CPUs before the far one; the cap (2 x 2) cuts the rest
-    assert queued == [configs[2], configs[4], configs[0], configs[3]]
+    presets = len(CONV2D.presets_for(PROBLEM, device))
+    for flags, expected in ((["--no-other-devices"], []), (["--fresh"], [config_key(planted)])):
+        result = run_cli(*common, "--trials", str(presets + 1), *flags)
+        assert result.returncode == 0, result.stderr
+        with sqlite3.connect(path) as db:
+            started = db.execute(
+                "SELECT config_key FROM autotune_trials WHERE origin = 'other_device' AND run_id ="
+                " (SELECT max(id) FROM autotune_runs)"
+            ).fetchall()
+        assert [key for (key,) in started] == expected

@@ -29,6 +29,12 @@ from autotune.files import write_file
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
 @click.option(
+    "--other-devices/--no-other-devices",
+    default=True,
+    show_default=True,
+    help="Start each problem from the fastest configs other devices of this type measured for it.",
+)
+@click.option(
     "--shared",
     is_flag=True,
     help="Share the search with every --shared process of the same device model on this database server "
@@ -55,6 +61,7 @@ def search(
     sampler: str | None,
     seed: int,
     fresh: bool,
+    other_devices: bool,
     shared: bool,
     compilers: int | None,
     db_url: str | None,
@@ -67,7 +74,7 @@ def search(
     from autotune.families import get_family
     from autotune.families.conv2d.inputs import image_size, parse_filter_sizes
     from autotune.search import DEFAULT_SAMPLER, SAMPLERS
-    from autotune.tune import Budget, Tuner
+    from autotune.tune import OTHER_DEVICES, Budget, Tuner
     from autotune.tune.shared import check_shared
 
     family = get_family(family_name)
@@ -142,6 +149,7 @@ def search(
         listener=listen,
         compilers=compilers,
         shared=shared,
+        other_devices=OTHER_DEVICES if other_devices else 0,
     )
     with bars:
         results = tuner.run()
@@ -359,23 +367,26 @@ def replay(
         if not Path(path).is_file():
             raise UsageError(f"no such landscape file: {path}")
     loaded = replaying.load(landscape)
-    others = [replaying.load(path) for path in start_from]
-    for other in others:
+    others = []
+    for path in start_from:
+        if Path(path).resolve() == Path(landscape).resolve():
+            raise UsageError(f"{path} is the landscape replayed: start points come from other landscapes")
+        other = replaying.load(path)
         if not replaying.same_kernel(loaded, other):
             raise UsageError(f"{other.name} measures other knobs than {loaded.name}: no start points from it")
+        others.append(other)
     budgets = tuple(sorted({b for b in replaying.BUDGETS if b < budget} | {budget}))
     summaries, curves = [], {}
     with progress(as_json) as bar:
         for name in samplers:
-            rounds = min(repeats, replaying.START_ROUNDS) if others else 0
-            task = bar.add_task(name, total=repeats + rounds)
-            elsewhere = []
-            for i in range(rounds):
-                elsewhere.append(replaying.round_elsewhere(others, name, start_budget, seed, i))
+            count = min(repeats, replaying.START_ROUNDS) if others else 0
+            task = bar.add_task(name, total=repeats + count)
+            rounds = []
+            for i in range(count):
+                rounds.append(replaying.round_elsewhere(others, name, start_budget, seed, i))
                 bar.advance(task)
             traces = []
-            for r in range(repeats):
-                first = replaying.start_points(elsewhere[r % rounds], start_points) if rounds else ()
+            for r, first in enumerate(replaying.starts_per_repeat(rounds, repeats, start_points)):
                 traces.append(replaying.replay_once(loaded, name, budget, seed + r, first=first))
                 bar.advance(task)
             summaries.append({"sampler": name, **replaying.summarise(loaded, traces, budgets)})
@@ -383,9 +394,16 @@ def replay(
     if plot_path:
         _plot(plot_path, loaded, curves, budget)
     if as_json:
-        emit("replay", {"landscape": loaded.name, "repeats": repeats, "budget": budget, "results": summaries})
+        data = {"landscape": loaded.name, "repeats": repeats, "budget": budget}
+        if others:
+            data |= {"start_from": [o.name for o in others], "start_points": start_points}
+        emit("replay", {**data, "results": summaries})
         return
-    table = PlainTable(title=f"{loaded.name}: best found / optimum ({loaded.optimum:.4g}), {repeats} repeats")
+    title = f"{loaded.name}: best found / optimum ({loaded.optimum:.4g}), {repeats} repeats"
+    if others:
+        names = ", ".join(o.name for o in others)
+        title += f", started from the {start_points} fastest of searches on {names}"
+    table = PlainTable(title=title)
     for column in ("sampler", "budget", "median", "q1-q3", "P(<=5%)", "P(<=10%)"):
         table.add_column(column, justify="right")
     for summary in summaries:

@@ -332,22 +332,37 @@ class Store:
         with self.session() as s:
             return list(s.scalars(query))
 
-    def fastest_elsewhere(self, problem_ids: list[int], device_id: int) -> list[tuple[Trial, Device]]:
-        """Successful first measurements of these problems on devices other than
-        `device_id`, fastest first (a warm start on a device new to them)."""
+    def fastest_elsewhere(
+        self, problem_ids: list[int], device_id: int, per_problem: int
+    ) -> list[tuple[int, int, float, str, Device]]:
+        """(device id, problem id, ms, config) of the `per_problem` fastest successful
+        first measurements of each of these problems on each device other than
+        `device_id`, with the device (a warm start on a device new to them). Rows
+        written before kernels had fingerprints are left out."""
         if not problem_ids:
             return []
-        query = (
-            sa.select(Trial, Device)
-            .join(Device, Trial.device_id == Device.id)
+        rank = (
+            sa.func.row_number()
+            .over(partition_by=(Trial.device_id, Trial.problem_id), order_by=(Trial.time_ms, Trial.id))
+            .label("rank")
+        )
+        ranked = (
+            sa.select(Trial.device_id, Trial.problem_id, Trial.time_ms, Trial.config, rank)
             .where(
                 Trial.problem_id.in_(problem_ids),
                 Trial.device_id != device_id,
                 Trial.status == "ok",
                 Trial.time_ms.is_not(None),
+                Trial.kernel_sha.is_not(None),
                 Trial.origin.not_in(("cached", "retime")),
             )
-            .order_by(Trial.time_ms, Trial.id)
+            .subquery()
+        )
+        query = (
+            sa.select(ranked.c.device_id, ranked.c.problem_id, ranked.c.time_ms, ranked.c.config, Device)
+            .join(Device, ranked.c.device_id == Device.id)
+            .where(ranked.c.rank <= per_problem)
+            .order_by(ranked.c.time_ms)
         )
         with self.session() as s:
             return [tuple(row) for row in s.execute(query)]  # type: ignore[misc]

@@ -30,7 +30,7 @@ from autotune.evaluate import Evaluator
 from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.families.base import size_distance
 from autotune.outcomes import Compiled, Origin, Status, TimingPolicy
-from autotune.search import DEFAULT_SAMPLER, Search, SearchOptions
+from autotune.search import DEFAULT_SAMPLER, Search, SearchOptions, by_rank
 from autotune.space import Config
 from autotune.store import Store, config_key, lease_owner, now
 from autotune.tune.control import LEASE_STALE_S, Heartbeat, StopFlag
@@ -42,8 +42,9 @@ from autotune.tune.summary import ProblemResult, summarise
 
 WARM_START = 8  # warm start: up to this many distinct best configs of other problems, nearest first
 # ... and then the fastest configs each other device of the same type measured for this
-# kind: a replayed search of 50 evaluations started from two other devices' five fastest
-# reached a median within 1% of the optimum on every landscape (BENCHMARKS.md).
+# kind, this many from each: replayed searches started from other GPUs' five fastest were
+# within 0.2% of the optimum after 50 evaluations on 10 of 11 landscapes (median; one or
+# three from each did worse; BENCHMARKS.md, "Searches started from other devices' results").
 OTHER_DEVICES = 5
 
 
@@ -141,6 +142,8 @@ class Tuner:
                 "trials": self.budget.trials,
                 "time": self.budget.time_s,
                 "space": self.family.space.fingerprint,
+                # only when not the default: runs of earlier releases keep their keys
+                **({"other_devices": self.other_devices} if self.other_devices != OTHER_DEVICES else {}),
             },
             sort_keys=True,
         )
@@ -286,7 +289,7 @@ class Tuner:
             queued.setdefault(config_key(config), Origin.PRESET)
         for config in self._winners_elsewhere(problem):
             queued.setdefault(config_key(config), Origin.WARM)
-        for config in self._fastest_on_other_devices(problem):
+        for config in self._fastest_on_other_devices(problem, set(ledger.first)):
             queued.setdefault(config_key(config), Origin.OTHER_DEVICE)
         measured_here = ledger.keys_in_run()
         for key in queued:
@@ -414,50 +417,55 @@ class Tuner:
                 configs.append(config)
         return configs[: self.warm_start]
 
-    def _fastest_on_other_devices(self, problem: Problem) -> list[Config]:
+    def _fastest_on_other_devices(self, problem: Problem, measured_here: set[str]) -> list[Config]:
         """The `other_devices` fastest configs each other device of this type measured
-        for this problem's kind (the nearest size first), valid here, by rank: every
-        device's fastest, then every device's second, ...; devices of this vendor first;
-        twice `other_devices` in all (many devices: the fastest few of each).
-        Another device's results are the landscape's best map a new device has: two
-        GPUs' optima often share most knobs, where a random start shares few."""
+        for this problem's kind (the nearest size first), valid here and not measured
+        here yet, by rank across devices (`by_rank`: every device's fastest, then every
+        device's second, ...; the same model under another driver first, then the same
+        vendor); twice `other_devices` in all. Another device's results are the best map
+        of the landscape a new device has: two GPUs' optima often share most knobs,
+        where a random start shares few."""
         if self.other_devices <= 0 or self.device_id is None:
             return []
         kind = problem.kind()
-        sizes: dict[int, float] = {}
+        distance: dict[int, float] = {}  # problem id -> size distance, for this kind's problems
         for problem_id, row in self.store.problems().items():
-            fields = row.fields
-            if row.family != self.family.name or fields is None:
+            if row.family != self.family.name or row.fields is None:
                 continue
-            other = self.family.problem(fields)
+            try:
+                other = self.family.problem(row.fields)
+            except (AutotuneError, TypeError, ValueError):
+                continue  # written by a release with other problem fields
             if other.kind() == kind:
-                sizes[problem_id] = size_distance(other.size, problem.size)
-        trials: dict[int, list[tuple[tuple[float, float], str]]] = {}  # device -> (rank, config text)
-        vendor: dict[int, bool] = {}
-        for trial, device in self.store.fastest_elsewhere(list(sizes), self.device_id):
+                distance[problem_id] = size_distance(other.size, problem.size)
+        # A config may fail this device's rules or be measured here already: take a few
+        # more than needed from each problem.
+        rows = self.store.fastest_elsewhere(list(distance), self.device_id, 4 * self.other_devices)
+        found: dict[int, list[tuple[tuple[float, float], str]]] = {}  # device id -> (rank, config text)
+        devices = {}
+        for device_id, problem_id, time_ms, text, device in rows:
             if device.type == self.device.type:  # a CPU's fastest says little about a GPU
-                vendor[device.id] = device.vendor == self.device.vendor
-                rank = (sizes[trial.problem_id], trial.time_ms or 0.0)  # nearest size, then fastest
-                trials.setdefault(device.id, []).append((rank, trial.config))
-        ranked = []
-        for device_id in sorted(trials, key=lambda d: (not vendor[d], d)):
+                devices[device_id] = device
+                found.setdefault(device_id, []).append(((distance[problem_id], time_ms), text))
+
+        def nearness(device_id: int) -> tuple[bool, bool, int]:
+            device = devices[device_id]
+            return device.name != self.device.name, device.vendor != self.device.vendor, device_id
+
+        per_device = []
+        for device_id in sorted(found, key=nearness):
             configs: list[Config] = []
-            for _, text in sorted(trials[device_id], key=lambda item: item[0]):
+            for _, text in sorted(found[device_id], key=lambda item: item[0]):
                 config = self.family.read_config(text)
-                if config is None or config in configs:
+                if config is None or config in configs or config_key(config) in measured_here:
                     continue
                 if self.family.violations(config, problem, self.device):
                     continue
                 configs.append(config)
                 if len(configs) == self.other_devices:
                     break
-            ranked.append(configs)
-        by_rank: list[Config] = []
-        for rank in range(self.other_devices):
-            for configs in ranked:
-                if rank < len(configs) and configs[rank] not in by_rank:
-                    by_rank.append(configs[rank])
-        return by_rank[: 2 * self.other_devices]
+            per_device.append(configs)
+        return by_rank(per_device, limit=2 * self.other_devices)
 
     def summary(self, problem: Problem) -> ProblemResult:
         """What the run found for a problem, from the store alone."""

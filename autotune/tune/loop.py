@@ -43,8 +43,8 @@ from autotune.tune.summary import ProblemResult, summarise
 WARM_START = 8  # warm start: up to this many distinct best configs of other problems, nearest first
 # ... and then the fastest configs each other device of the same type measured for this
 # kind, this many from each: replayed searches started from other GPUs' five fastest were
-# within 0.2% of the optimum after 50 evaluations on 10 of 11 landscapes (median; one or
-# three from each did worse; BENCHMARKS.md, "Searches started from other devices' results").
+# within 0.3% of the optimum after 50 evaluations on 10 of 11 landscapes (median; one from
+# each did worse, three no better; BENCHMARKS.md, "Searches started from other devices' results").
 OTHER_DEVICES = 5
 
 

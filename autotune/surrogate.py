@@ -188,7 +188,7 @@ def propose(
     success: SuccessModel | KernelSuccess | None = None
     if failures in ("model", "kernel") and logs:  # with nothing that ran, as "worst"
         ran = np.array([v is not None for v in values])
-        if logs and not ran.all():
+        if not ran.all():
             success = SuccessModel(measured, ~ran) if failures == "model" else KernelSuccess(measured, ~ran)
             measured = measured[ran]
         y = np.array(logs)

@@ -228,22 +228,21 @@ def main() -> int:
     with ProcessPoolExecutor(args.jobs) as pool, tempfile.TemporaryDirectory() as folder:
         for path in args.landscapes:
             landscape = _landscape(path)
-            for sampler in samplers:
-                largest = [budgets[-1]] * n
-                done = list(pool.map(_timed_replay, [path] * n, [sampler] * n, largest, seeds, [options] * n))
-                traces = [trace for trace, _ in done]
-                row = _row(landscape, sampler, dict.fromkeys(budgets, traces), budgets)
-                rows.append(row)
-                _print_row(row, budgets, statistics.mean(s for _, s in done), budgets[-1])
+            others = []  # other devices' landscapes of the same kernel
+            if args.start_from_others:
                 others = [p for p in args.landscapes if p != path and same_kernel(landscape, _landscape(p))]
-                if args.start_from_others and others:  # other devices' searches of the same kernel
+            for sampler in samplers:
+                firsts: dict[str, list[list[Config]]] = {sampler: [[]] * n}
+                if others:
                     k = min(n, START_ROUNDS)
                     rounds = [others] * k, [sampler] * k, [args.seed] * k, range(k), [options] * k
-                    first = starts_per_repeat(list(pool.map(_round_elsewhere, *rounds)), n, args.start_points)
-                    started = [path] * n, [sampler] * n, largest, seeds, [options] * n, first
+                    elsewhere = list(pool.map(_round_elsewhere, *rounds))
+                    firsts[sampler + "+others"] = starts_per_repeat(elsewhere, n, args.start_points)
+                for label, first in firsts.items():
+                    started = [path] * n, [sampler] * n, [budgets[-1]] * n, seeds, [options] * n, first
                     done = list(pool.map(_timed_replay, *started))
                     traces = [trace for trace, _ in done]
-                    row = _row(landscape, sampler + "+others", dict.fromkeys(budgets, traces), budgets)
+                    row = _row(landscape, label, dict.fromkeys(budgets, traces), budgets)
                     rows.append(row)
                     _print_row(row, budgets, statistics.mean(s for _, s in done), budgets[-1])
             if strategies:

@@ -4,8 +4,9 @@ persisted.
 Order per problem: the family's seed presets (so the result is never worse than the
 seed kernels), then the best configs of other problems on the same device (warm
 start), then the fastest configs other devices measured for this kind, then the
-sampler. Points already measured for this device and problem are
-answered from the ledger. The loop per problem is ask -> compile ahead -> measure ->
+sampler. Start points this device measured for the problem in any run are left out
+(the sampler learns them from the history), and points already measured are answered
+from the ledger. The loop per problem is ask -> compile ahead -> measure ->
 record; at the end the top few are re-timed interleaved and the winner becomes the best
 kernel for (device, problem).
 """
@@ -284,14 +285,17 @@ class Tuner:
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:
                 search.add_history(json.loads(key), trial.time_ms if trial.status == Status.OK else None)
+        # Start points this device measured for the problem (in any run) are not queued:
+        # the sampler knows them from the history, and a known point it is asked for
+        # again is repaired to an unmeasured neighbour nobody chose.
+        measured_here = set(ledger.first) | ledger.keys_in_run()
         queued: dict[str, Origin] = {}  # config key -> why it goes first
         for config in family.presets_for(problem, self.device):
             queued.setdefault(config_key(config), Origin.PRESET)
         for config in self._winners_elsewhere(problem):
             queued.setdefault(config_key(config), Origin.WARM)
-        for config in self._fastest_on_other_devices(problem, set(ledger.first)):
+        for config in self._fastest_on_other_devices(problem, measured_here):
             queued.setdefault(config_key(config), Origin.OTHER_DEVICE)
-        measured_here = ledger.keys_in_run()
         for key in queued:
             if key not in measured_here:
                 search.enqueue(json.loads(key))

@@ -14,7 +14,7 @@ from autotune.errors import UsageError
 from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.files import write_file, write_files
 from autotune.lookup import any_data_config, resolve_kind
-from autotune.outcomes import Origin, Status
+from autotune.outcomes import Status, first_measurement
 from autotune.store import Store
 
 T4_INVALIDITY = {
@@ -169,7 +169,7 @@ def t4_results(trials: list[Any], problems: dict[int, Any], family: KernelFamily
     each configuration also names the problem's kind (for convolution, its filter width)."""
     results = []
     for t in trials:
-        if not Origin(t.origin).first_measurement:
+        if not first_measurement(t.origin):
             continue
         configuration = json.loads(t.config)
         configuration.update(family.t4_fields(problems[t.problem_id].fields))

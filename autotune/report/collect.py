@@ -15,7 +15,7 @@ from typing import Any
 from autotune.cli.output import device_record
 from autotune.errors import AutotuneError
 from autotune.families import KernelFamily, Problem, get_family
-from autotune.outcomes import Origin, Status, counts_as_trial
+from autotune.outcomes import Origin, Status, counts_as_trial, first_measurement
 from autotune.report.importance import importances
 from autotune.store import Device, ProblemRow, Run, Store, Trial, config_key
 
@@ -84,7 +84,7 @@ def _seed_study(
     best_key = config_key(best_config) if isinstance(best_config, dict) else None
     times: dict[str, float] = {}
     for t in trials:
-        if t.status != Status.OK or t.time_ms is None or not Origin(t.origin).first_measurement:
+        if t.status != Status.OK or t.time_ms is None or not first_measurement(t.origin):
             continue
         config = family.read_config(t.config)
         name = names.get(config_key(config)) if config is not None else None
@@ -205,9 +205,7 @@ def _run_record(
         points = _trial_points(run, mine)
         retimed = [t.time_ms for t in mine if t.origin == Origin.RETIME and t.time_ms is not None]
         first_ok = [
-            t
-            for t in mine
-            if t.status == Status.OK and t.time_ms is not None and Origin(t.origin).first_measurement
+            t for t in mine if t.status == Status.OK and t.time_ms is not None and first_measurement(t.origin)
         ]
         records.append(
             {

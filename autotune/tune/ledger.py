@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
-from autotune.outcomes import Measurement, Origin, Status, counts_as_trial
+from autotune.outcomes import Measurement, Origin, Status, counts_as_trial, first_measurement
 from autotune.space import Config
 from autotune.store import Store, Trial, config_key
 
@@ -66,7 +66,7 @@ class Ledger:
     def _add(self, trial: Trial) -> None:
         self.trials.append(trial)
         key = self.key_of(trial)
-        if key is not None and Origin(trial.origin).first_measurement:
+        if key is not None and first_measurement(trial.origin):
             self.first.setdefault(key, trial)
 
     # -- questions -------------------------------------------------------------
@@ -80,7 +80,7 @@ class Ledger:
         return [
             t
             for t in self.trials
-            if t.status == Status.OK and Origin(t.origin).first_measurement and self.key_of(t) is not None
+            if t.status == Status.OK and first_measurement(t.origin) and self.key_of(t) is not None
         ]
 
     def best_ms(self) -> float:
@@ -104,9 +104,7 @@ class Ledger:
 
     def numbered(self) -> int:
         """The next trial number after every first measurement that ran."""
-        return sum(
-            1 for t in self.trials if Origin(t.origin).first_measurement and t.status != Status.INVALID
-        )
+        return sum(1 for t in self.trials if first_measurement(t.origin) and t.status != Status.INVALID)
 
     # -- writes ----------------------------------------------------------------
 

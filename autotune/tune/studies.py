@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
-from autotune.outcomes import Origin, Status
+from autotune.outcomes import Status, first_measurement
 from autotune.store import Store, Trial
 from autotune.store.engine import failure
 from autotune.store.locks import OPTUNA_TABLES_LOCK, advisory_lock
@@ -96,7 +96,7 @@ def measured_attributes(trial: Trial) -> dict[str, Any]:
 
 
 def _mirrored(trial: Trial) -> bool:
-    return Origin(trial.origin).first_measurement and trial.status != Status.INVALID
+    return first_measurement(trial.origin) and trial.status != Status.INVALID
 
 
 class StudyMirror:

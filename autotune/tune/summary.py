@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from autotune.families import Problem
-from autotune.outcomes import Origin, Status
+from autotune.outcomes import Status, first_measurement
 from autotune.space import Config
 from autotune.store import config_key
 from autotune.tune.ledger import Ledger
@@ -67,7 +67,7 @@ def summarise(ledger: Ledger, result: ProblemResult, baseline_preset: str = "bas
             name = presets[key]
             if key == best_key and result.best_ms is not None:
                 seed_times[name] = result.best_ms
-            elif Origin(t.origin).first_measurement:
+            elif first_measurement(t.origin):
                 seed_times[name] = min(seed_times.get(name, float("inf")), t.time_ms)
     result.baseline_ms = seed_times.get(baseline_preset)
     if seed_times:

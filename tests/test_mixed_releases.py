@@ -1,0 +1,61 @@
+"""One database shared by two releases: trials with an origin a later release added are
+read by this one (search, history, show, report, export), not refused."""
+
+import json
+import sqlite3
+
+from autotune.devices import device_info
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.store import Store, config_key, now
+from tests.conftest import run_cli
+
+PROBLEM = Conv2DProblem(3, 40, 24)
+
+
+def test_trials_of_an_origin_this_release_does_not_know_are_read_as_first_measurements(tmp_path):
+    path = tmp_path / "tune.db"
+    url = f"sqlite:///{path}"
+    store = Store(url)
+    device = device_info(0)
+    config = CONV2D.space.complete({"filter_mode": "define", "local_x": 4, "local_y": 2, "work_x": 2})
+    run = store.start_run(
+        device_id=store.device_id(device),
+        key="a later release's search",
+        family="conv2d",
+        problems=json.dumps([PROBLEM.key()]),
+        sampler="gp",
+        seed=0,
+        trials_budget=1,
+        time_budget_s=None,
+        tool_version="99.0",
+    )
+    store.add_trial(
+        run_id=run.id,
+        device_id=store.device_id(device),
+        problem_id=store.problem_id("conv2d", PROBLEM.key()),
+        number=0,
+        origin="from_a_later_release",
+        config=json.dumps(config),
+        config_key=config_key(config),
+        status="ok",
+        time_ms=1e-6,  # faster than anything this device will measure
+        created_at=now(),
+        kernel_sha=CONV2D.render(config, PROBLEM).fingerprint,
+    )
+    store.set_run_status(run.id, "finished", owner=None)
+    store.close()
+
+    search = run_cli("search", "-d", "0", "-f", "3", "-s", "40x24", "--trials", "2", "--db", url, "--json")
+    assert search.returncode == 0, search.stderr
+    with sqlite3.connect(path) as db:
+        again = db.execute(
+            "SELECT count(*) FROM autotune_trials WHERE config_key = ? AND origin NOT IN ('retime', 'cached')"
+            " AND run_id != ?",
+            (config_key(config), run.id),
+        ).fetchone()[0]
+    assert again == 0  # measured already: the later release's trial counts
+    for command in (["history"], ["show", str(run.id)], ["best"], ["report", "--format", "json"]):
+        extra = ["--out", str(tmp_path / "report"), "--no-measure"] if command[0] == "report" else []
+        result = run_cli(*command, *extra, "--db", url)
+        assert result.returncode == 0, (command, result.stderr)
+        assert "Traceback" not in result.stderr

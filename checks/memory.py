@@ -156,6 +156,17 @@ def _pixel_cases() -> list[Case]:
             key |= {"channels": rng.choice([1, 3]), "frames": rng.choice([1, 2])}
             key |= {"anchor": rng.randrange(width), "anchor_y": rng.randrange(rows)}
             out.append(("conv2d", config, key))
+    # Explicit vectors past a scalar edge tile's widths (F > 8): the edge tiles' column
+    # table sized for the filter, every border, rows x F, images thinner than the filter.
+    for border in [b for b in BORDERS if b != "none"]:
+        for (rows, width), (out_w, out_h) in (((9, 9), (5, 11)), ((3, 12), (29, 4)), ((11, 2), (17, 6))):
+            config = {"filter_mode": "define", "local_x": 2, "local_y": 2, "work_x": 8, "work_y": 2}
+            config = space.complete({**config, "x_vector": 4, "unroll": rng.choice([1, 4, "full"])})
+            key = {"filter_width": width, "filter_height": rows, "out_width": out_w, "out_height": out_h}
+            key |= {"dtype": rng.choice(list(PIXEL_TYPES)), "out_dtype": "float32", "border": border}
+            key |= {"channels": rng.choice([1, 3]), "anchor": rng.randrange(width)}
+            key |= {"anchor_y": rng.randrange(rows)}
+            out.append(("conv2d", config, key))
     # float64 pixels read and written as double: scalar, vector and staged reads, both outputs.
     for border in ("none", "mirror"):
         for changes in ({"image_vector": 1}, {"image_vector": 4}, {"cache_local": True}, {"x_vector": 4}):

@@ -698,6 +698,12 @@ def test_wide_filters_borrowed_for_same_output_stage_their_tile():
     assert CONV2D.adapt_related(config, wide, None)["cache_local"] is True
     for problem in (Conv2DProblem(5, 64, 64, border="mirror"), Conv2DProblem(9, 64, 64)):
         assert CONV2D.adapt_related(config, problem, None) == config
+    # explicit vectors keep their tile at the edge at every width: nothing to stage
+    vectors = {**config, "x_vector": 4}
+    assert (
+        CONV2D.adapt_related(vectors, Conv2DProblem(17, 64, 64, border="mirror", filter_height=33), None)
+        == vectors
+    )
 
 
 def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
@@ -1059,3 +1065,71 @@ def test_explicit_vectors_match_scipy(dtype, same_out, border, channels, width, 
     got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=same)
     what = f"{config} {dtype}->{out_dtype} {border} F={width}"
     assert_channels_match(got, image, filt, border, anchor, what)
+
+
+# Explicit vectors with filters wider than a scalar edge tile takes (F > 8): the tiles at
+# the image edge keep their vectors at every width, each lane read through the table of
+# the columns the border gives. Sizes thinner than the filter, prime, 1x1; every anchor.
+WIDE_SAMPLE = random.Random(41)
+WIDE_VECTOR_CASES = [
+    (
+        WIDE_SAMPLE.choice(list(PIXEL_TYPES)),
+        WIDE_SAMPLE.choice(SAME_BORDERS),
+        WIDE_SAMPLE.choice([1, 2, 3, 4]),
+        WIDE_SAMPLE.choice([9, 10, 13, 17]),
+        WIDE_SAMPLE.choice([(4, 8), (8, 8), (8, 16), (16, 16), (16, 32)]),
+        WIDE_SAMPLE.choice([(1, 1), (3, 20), (23, 29), (70, 13), (131, 6)]),
+        seed,
+    )
+    for seed in range(10)
+]
+
+
+@pytest.mark.parametrize("dtype,border,channels,width,vector_work,size,seed", WIDE_VECTOR_CASES)
+def test_explicit_vectors_keep_their_edge_tiles_at_wide_filters(
+    dtype, border, channels, width, vector_work, size, seed
+):
+    x_vector, work_x = vector_work
+    rng = np.random.default_rng(seed)
+    out_w, out_h = size
+    image = image_of(dtype, (out_h, out_w, channels), rng)
+    out_dtype = dtype if seed % 2 else "float32"
+    filt = filter_of(width, rng, out_dtype)
+    anchor = random.Random(seed).randrange(width)
+    problem = Conv2DProblem(width, out_w, out_h, dtype, out_dtype=out_dtype, border=border, anchor=anchor,
+                            channels=channels)  # fmt: skip
+    shape = random.Random(seed)
+    config = {"filter_mode": "define", "x_vector": x_vector, "work_x": work_x, "local_x": 1, "local_y": 2}
+    config |= {"work_y": shape.choice([1, 2, 4]), "unroll": shape.choice([1, 4, "full"])}
+    variant = CONV2D.render(config, problem, values=filt)
+    assert "their lanes gathered from the columns" in variant.source  # the vector edge tile
+    got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=True, border_value=3.0)
+    what = f"{config} {dtype}->{out_dtype} {border} F={width}"
+    if border == "constant":  # SciPy's constant value is the one the kernel was given
+        got = got.reshape(out_h, out_w, channels)
+        for channel in range(channels):
+            plane = image[:, :, channel]
+            exact = scipy_reference(plane, filt, border, 3.0, anchor=anchor)
+            assert_matches(got[:, :, channel], exact, plane, filt, f"{what} channel {channel}")
+    else:
+        assert_channels_match(got, image, filt, border, anchor, what)
+
+
+@pytest.mark.parametrize("shape", [(9, 3), (3, 11), (12, 17), (17, 9)])
+def test_explicit_vectors_keep_their_edge_tiles_for_tall_and_wide_filters(evaluator, shape):
+    """Rectangular filters with either side past a scalar edge tile's widths, every
+    border, one and three channels, verified by the measuring worker."""
+    rows, width = shape
+    rng = random.Random(rows * 100 + width)
+    for border in SAME_BORDERS:
+        problem = Conv2DProblem(
+            width, rng.choice([7, 29, 40]), rng.choice([5, 23]), "uint8", out_dtype="uint8", border=border,
+            channels=rng.choice([1, 3]), filter_height=rows, anchor=rng.randrange(width),
+            anchor_y=rng.randrange(rows),
+        )  # fmt: skip
+        config = {"filter_mode": "define", "x_vector": 8, "work_x": 16, "work_y": 2}
+        config |= {"local_x": 2, "local_y": 2}
+        variant = CONV2D.render(config, problem)
+        assert "their lanes gathered from the columns" in variant.source
+        result = evaluator.measure(variant, problem)
+        assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"

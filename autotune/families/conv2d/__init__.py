@@ -22,11 +22,11 @@ from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
     BORDER_GROUPS_MAX_WIDTH,
-    EDGE_TILE_MAX_WIDTH,
     SPACE_FILE,
     TEMPLATE_FILE,
     check_filter_width,
     generate,
+    keeps_edge_tile,
     literal_filter,
 )
 from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
@@ -287,7 +287,7 @@ class Conv2D(KernelFamily):
         if not on_cpu and max(problem.filter_shape) <= BORDER_GROUPS_MAX_WIDTH:
             grouped = {**config, "border_groups": True}
             return config if self.violations(grouped, problem, device) else grouped
-        if problem.filter_width <= EDGE_TILE_MAX_WIDTH:
+        if keeps_edge_tile(self.space.complete(config), *problem.filter_shape):
             return config
         staged = {**config, "cache_local": True, "filter_mode": "define"}
         return config if self.violations(staged, problem, device) else staged

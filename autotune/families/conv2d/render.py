@@ -24,7 +24,7 @@ KERNEL_NAME = "convolve"
 SPACE_FILE = "conv2d.toml"
 TEMPLATE_FILE = "conv2d.cl.j2"
 MAX_FILTER_WIDTH = 255
-EDGE_TILE_MAX_WIDTH = 8  # widest filter whose 'same' edge tiles keep the register tile
+EDGE_TILE_MAX_WIDTH = 8  # widest filter whose 'same' edge tiles keep a scalar register tile
 BORDER_GROUPS_MAX_WIDTH = 9  # widest filter a borrowed 'same' kernel gives edge work-groups (GPUs)
 
 
@@ -123,12 +123,7 @@ def generate(
         border=border,
         anchor=anchor if border != "none" else 0,
         anchor_y=anchor_y if border != "none" else 0,
-        # Unrolled, the border reads of an edge tile raise the registers of every tile
-        # (on the H200 at F=17: 127 against the interior's 40, 9x slower); rolled loops
-        # keep them, but are slow per tile (1.3-2x at F=3, 5). Small filters keep the tile.
-        # Explicit vectors size their edge tile's column table when compiling: FILTER_WIDTH.
-        edge_tile=max(rows, filter_width) <= EDGE_TILE_MAX_WIDTH
-        and (config["x_vector"] == 1 or config["filter_mode"] == "define"),
+        edge_tile=keeps_edge_tile(config, rows, filter_width),
         # Where the image rows a work-item reads start ('same' output shifts them by the anchor).
         row_origin="y0" if border == "none" else "in_y0",
         column_origin="x0" if border == "none" else "in_x0",
@@ -156,3 +151,18 @@ def generate(
         family="conv2d",
         render_key=render_key,
     )
+
+
+def keeps_edge_tile(config: Config, rows: int, filter_width: int) -> bool:
+    """Whether a 'same' kernel's tiles at the image edge keep the interior's register tile
+    (else they loop over outputs and taps, rolled). Scalar tiles only up to
+    EDGE_TILE_MAX_WIDTH: unrolled, their border reads raise the registers of every tile
+    (on the H200 at F = 17: 127 against the interior's 40, 9x slower), and rolled loops are
+    slow per tile only at small widths (1.3-2x at F = 3, 5). Explicit vectors (CPUs) gather
+    their lanes through a table of the columns the border gives, sized when compiling
+    (FILTER_WIDTH), at every width: on a 2048x2048 uint8 image with mirror borders the
+    rolled edge loop took about as long as all the interior tiles (F = 9, 17 and 33 ran
+    1.8-2.4x faster with the vector edge tile; BENCHMARKS.md)."""
+    if config["x_vector"] > 1:
+        return config["filter_mode"] == "define"
+    return max(rows, filter_width) <= EDGE_TILE_MAX_WIDTH

@@ -31,10 +31,6 @@ class Origin(enum.StrEnum):
     CACHED = "cached"  # answered from an earlier measurement, not run
     RETIME = "retime"  # the top few timed again, interleaved
 
-    @property
-    def first_measurement(self) -> bool:
-        return first_measurement(self)
-
 
 def first_measurement(origin: str) -> bool:
     """Whether a stored trial's origin is a point's first measurement. Any origin but

@@ -157,15 +157,21 @@ def _pixel_cases() -> list[Case]:
             key |= {"anchor": rng.randrange(width), "anchor_y": rng.randrange(rows)}
             out.append(("conv2d", config, key))
     # Explicit vectors past a scalar edge tile's widths (F > 8): the edge tiles' column
-    # table sized for the filter, every border, rows x F, images thinner than the filter.
+    # table sized for the filter, every border, rows x F, images thinner than the filter,
+    # float and integer outputs (their own generator: the cases after keep their draws).
+    wide = random.Random(9)
     for border in [b for b in BORDERS if b != "none"]:
         for (rows, width), (out_w, out_h) in (((9, 9), (5, 11)), ((3, 12), (29, 4)), ((11, 2), (17, 6))):
             config = {"filter_mode": "define", "local_x": 2, "local_y": 2, "work_x": 8, "work_y": 2}
-            config = space.complete({**config, "x_vector": 4, "unroll": rng.choice([1, 4, "full"])})
+            config = space.complete({**config, "x_vector": 4, "unroll": wide.choice([1, 4, "full"])})
+            dtype = wide.choice(list(PIXEL_TYPES))
+            out_dtype = wide.choice(["float32", dtype])
+            if out_dtype in ("uint8", "uint16", "int16"):
+                config["output_conversion"] = wide.choice(["builtin", "bits"])
             key = {"filter_width": width, "filter_height": rows, "out_width": out_w, "out_height": out_h}
-            key |= {"dtype": rng.choice(list(PIXEL_TYPES)), "out_dtype": "float32", "border": border}
-            key |= {"channels": rng.choice([1, 3]), "anchor": rng.randrange(width)}
-            key |= {"anchor_y": rng.randrange(rows)}
+            key |= {"dtype": dtype, "out_dtype": out_dtype, "border": border}
+            key |= {"channels": wide.choice([1, 3]), "anchor": wide.randrange(width)}
+            key |= {"anchor_y": wide.randrange(rows)}
             out.append(("conv2d", config, key))
     # float64 pixels read and written as double: scalar, vector and staged reads, both outputs.
     for border in ("none", "mirror"):

@@ -1,5 +1,5 @@
 """One database shared by two releases: trials with an origin a later release added are
-read by this one (search, history, show, report, export), not refused."""
+read by this one (search, history, show, best, report), not refused."""
 
 import json
 import sqlite3
@@ -54,6 +54,12 @@ def test_trials_of_an_origin_this_release_does_not_know_are_read_as_first_measur
             (config_key(config), run.id),
         ).fetchone()[0]
     assert again == 0  # measured already: the later release's trial counts
+    with sqlite3.connect(path) as db:
+        retimed = db.execute(
+            "SELECT count(*) FROM autotune_trials WHERE config_key = ? AND origin = 'retime'",
+            (config_key(config),),
+        ).fetchone()[0]
+    assert retimed > 0  # and, as the fastest first measurement, it was among those re-timed
     for command in (["history"], ["show", str(run.id)], ["best"], ["report", "--format", "json"]):
         extra = ["--out", str(tmp_path / "report"), "--no-measure"] if command[0] == "report" else []
         result = run_cli(*command, *extra, "--db", url)

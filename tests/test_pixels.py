@@ -698,12 +698,9 @@ def test_wide_filters_borrowed_for_same_output_stage_their_tile():
     assert CONV2D.adapt_related(config, wide, None)["cache_local"] is True
     for problem in (Conv2DProblem(5, 64, 64, border="mirror"), Conv2DProblem(9, 64, 64)):
         assert CONV2D.adapt_related(config, problem, None) == config
-    # explicit vectors keep their tile at the edge at every width: nothing to stage
-    vectors = {**config, "x_vector": 4}
-    assert (
-        CONV2D.adapt_related(vectors, Conv2DProblem(17, 64, 64, border="mirror", filter_height=33), None)
-        == vectors
-    )
+    # a scalar edge tile takes filters up to 8 rows too: a taller one is staged
+    tall = Conv2DProblem(5, 64, 64, border="mirror", filter_height=9)
+    assert CONV2D.adapt_related(config, tall, None)["cache_local"] is True
 
 
 def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
@@ -1069,7 +1066,7 @@ def test_explicit_vectors_match_scipy(dtype, same_out, border, channels, width, 
 
 # Explicit vectors with filters wider than a scalar edge tile takes (F > 8): the tiles at
 # the image edge keep their vectors at every width, each lane read through the table of
-# the columns the border gives. Sizes thinner than the filter, prime, 1x1; every anchor.
+# the columns the border gives. Sizes thinner than the filter, prime, 1x1; a random anchor.
 WIDE_SAMPLE = random.Random(41)
 WIDE_VECTOR_CASES = [
     (
@@ -1113,6 +1110,38 @@ def test_explicit_vectors_keep_their_edge_tiles_at_wide_filters(
             assert_matches(got[:, :, channel], exact, plane, filt, f"{what} channel {channel}")
     else:
         assert_channels_match(got, image, filt, border, anchor, what)
+
+
+@pytest.mark.parametrize("dtype", list(PIXEL_TYPES))
+def test_explicit_vectors_read_the_constant_border_at_wide_filters(dtype):
+    """The constant border's edge reads (made inside the image, the border value selected
+    after) for every pixel type, both outputs, 1-4 channels, F = 9-17."""
+    rng = np.random.default_rng(len(dtype))
+    for channels, width in ((1, 9), (2, 12), (3, 17), (4, 10)):
+        out_dtype = dtype if channels % 2 else "float32"
+        image = image_of(dtype, (13, 7, channels), rng)
+        filt = filter_of(width, rng, out_dtype)
+        anchor = int(rng.integers(width))
+        problem = Conv2DProblem(width, 7, 13, dtype, out_dtype=out_dtype, border="constant", anchor=anchor,
+                                channels=channels)  # fmt: skip
+        config = {
+            "filter_mode": "define",
+            "x_vector": 4,
+            "work_x": 8,
+            "work_y": 2,
+            "local_x": 1,
+            "local_y": 2,
+        }
+        variant = CONV2D.render(config, problem, values=filt)
+        assert "their lanes gathered from the columns" in variant.source
+        got = run_pixels_kernel(variant, image, filt, np.dtype(out_dtype), same=True, border_value=3.0)
+        got = got.reshape(13, 7, channels)
+        for channel in range(channels):
+            plane = image[:, :, channel]
+            exact = scipy_reference(plane, filt, "constant", 3.0, anchor=anchor)
+            assert_matches(
+                got[:, :, channel], exact, plane, filt, f"{dtype}->{out_dtype} F={width} C={channels}"
+            )
 
 
 @pytest.mark.parametrize("shape", [(9, 3), (3, 11), (12, 17), (17, 9)])

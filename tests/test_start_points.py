@@ -1,6 +1,7 @@
-"""What a search measures first: presets and warm starts this device measured in an
-earlier run are not queued again (the sampler knows them; each queued one used to be
-answered from the history and repaired to a neighbour nobody chose, a trial spent)."""
+"""What a search measures first: start points this device measured in an earlier run
+(presets here; warm starts and other devices' configs go by the same rule) are not
+queued again (the sampler knows them; each queued one used to be answered from the
+history and repaired to a neighbour nobody chose, a trial spent)."""
 
 import json
 

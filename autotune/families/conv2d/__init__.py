@@ -275,8 +275,10 @@ class Conv2D(KernelFamily):
         stages a wider filter's tile in __local memory, where the border costs nothing per
         tap (F = 17: staged 1.10x, groups 1.25-1.33x). On a CPU (PoCL) edge groups lost up to
         2.2x, so a CPU keeps the config (BENCHMARKS.md, "Edge outputs in work-groups of their
-        own"). A 'valid' problem borrowing a 'same' kernel drops its edge groups; a float
-        output writes with the built-in conversion."""
+        own"), unless its edge tiles would loop over outputs (`keeps_edge_tile`: a scalar
+        tile and a filter wider or taller than 8), where it stages too. A 'valid' problem
+        borrowing a 'same' kernel drops its edge groups; a float output writes with the
+        built-in conversion."""
         assert isinstance(problem, Conv2DProblem)
         config = self.output_written_as_it_can_be(config, problem, device)
         if not problem.same:  # a 'same' kernel lent to 'valid' output: no border to group

@@ -160,9 +160,8 @@ def keeps_edge_tile(config: Config, rows: int, filter_width: int) -> bool:
     (on the H200 at F = 17: 127 against the interior's 40, 9x slower), and rolled loops are
     slow per tile only at small widths (1.3-2x at F = 3, 5). Explicit vectors (CPUs) gather
     their lanes through a table of the columns the border gives, sized when compiling
-    (FILTER_WIDTH), at every width: on a 2048x2048 uint8 image with mirror borders the
-    rolled edge loop took about as long as all the interior tiles (F = 9, 17 and 33 ran
-    1.8-2.4x faster with the vector edge tile; BENCHMARKS.md)."""
+    (FILTER_WIDTH), at every width: on PoCL at 2048x2048 the whole kernel ran 1.16-2.46x
+    faster with them than with the rolled edge loop at F = 9-33 (BENCHMARKS.md)."""
     if config["x_vector"] > 1:
         return config["filter_mode"] == "define"
     return max(rows, filter_width) <= EDGE_TILE_MAX_WIDTH

@@ -1008,6 +1008,9 @@ def test_a_second_identical_search_never_measures_the_running_one(tmp_path):
     ]:
         assert time.monotonic() < deadline and resumed.poll() is None, "the run was not taken over"
         time.sleep(0.2)
+    # interrupted once it measures (it says it resumes between taking the run and measuring)
+    (done,) = rows(path, "SELECT COUNT(*) FROM autotune_trials WHERE status != 'invalid'")[0]
+    _wait_for_trials(path, done + 1)
     resumed.send_signal(signal.SIGINT)
     _, err = resumed.communicate(timeout=120)
     assert "resuming run 1" in err, err

@@ -182,7 +182,7 @@ def t4_results(trials: list[Any], problems: dict[int, Any], family: KernelFamily
                     "compilation_time": (t.compile_ms or 0.0) / 1e3,
                     "runtimes": [t.time_ms / 1e3] if t.time_ms is not None else [],
                 },
-                "invalidity": T4_INVALIDITY.get(Status(t.status), "runtime"),
+                "invalidity": T4_INVALIDITY.get(t.status, "runtime"),
                 "correctness": 1 if t.status == Status.OK else 0,
                 "measurements": (
                     [{"name": "time", "value": t.time_ms, "unit": "ms"}] if t.time_ms is not None else []

@@ -20,6 +20,9 @@ class Status(enum.StrEnum):
     CRASHED = "crashed"
 
 
+_KNOWN_STATUSES = frozenset(status.value for status in Status)
+
+
 class Origin(enum.StrEnum):
     """Why a trial was run. `cached` and `retime` rows repeat an earlier measurement's
     point: they are never a point's first measurement."""
@@ -37,6 +40,13 @@ def first_measurement(origin: str) -> bool:
     the two repeats is: a database shared with a later release may hold origins this one
     does not know, and its rows stay readable."""
     return origin not in (Origin.CACHED, Origin.RETIME)
+
+
+def known_status(status: str) -> bool:
+    """Whether a stored trial's status is one this release knows. A database shared with
+    a later release may hold statuses added since: such a row is read and reported as it
+    is, but never answers for a point (the point is measured again)."""
+    return status in _KNOWN_STATUSES
 
 
 def counts_as_trial(origin: str, status: str) -> bool:

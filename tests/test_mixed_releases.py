@@ -1,5 +1,5 @@
-"""One database shared by two releases: trials with an origin a later release added are
-read by this one (search, history, show, best, report), not refused."""
+"""One database shared by two releases: trials with an origin or a status a later release
+added are read by this one (search, history, show, best, report, export), not refused."""
 
 import json
 import sqlite3
@@ -12,12 +12,8 @@ from tests.conftest import run_cli
 PROBLEM = Conv2DProblem(3, 40, 24)
 
 
-def test_trials_of_an_origin_this_release_does_not_know_are_read_as_first_measurements(tmp_path):
-    path = tmp_path / "tune.db"
-    url = f"sqlite:///{path}"
-    store = Store(url)
-    device = device_info(0)
-    config = CONV2D.space.complete({"filter_mode": "define", "local_x": 4, "local_y": 2, "work_x": 2})
+def _plant(store, device, config, origin, status, time_ms):
+    """A finished run of a later release that measured `config` once."""
     run = store.start_run(
         device_id=store.device_id(device),
         key="a later release's search",
@@ -34,15 +30,60 @@ def test_trials_of_an_origin_this_release_does_not_know_are_read_as_first_measur
         device_id=store.device_id(device),
         problem_id=store.problem_id("conv2d", PROBLEM.key()),
         number=0,
-        origin="from_a_later_release",
+        origin=origin,
         config=json.dumps(config),
         config_key=config_key(config),
-        status="ok",
-        time_ms=1e-6,  # faster than anything this device will measure
+        status=status,
+        time_ms=time_ms,
         created_at=now(),
         kernel_sha=CONV2D.render(config, PROBLEM).fingerprint,
     )
     store.set_run_status(run.id, "finished", owner=None)
+    return run
+
+
+def _every_reader_runs(url, tmp_path, run_id):
+    for command in (
+        ["history"],
+        ["show", str(run_id)],
+        ["best"],
+        ["report", "--format", "json", "--out", str(tmp_path / "report"), "--no-measure"],
+        ["export", "--format", "t4", "--out", str(tmp_path / "export")],
+    ):
+        result = run_cli(*command, "--db", url)
+        assert result.returncode == 0, (command, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_a_status_this_release_does_not_know_is_measured_again_not_answered(tmp_path):
+    """A later release's failure kind (here "too_slow") says nothing this release can act
+    on: the point is a start point again, measured and recorded with a status it knows."""
+    path = tmp_path / "tune.db"
+    url = f"sqlite:///{path}"
+    store = Store(url)
+    device = device_info(0)
+    config = CONV2D.presets_for(PROBLEM, device)[0]
+    run = _plant(store, device, config, "preset", "too_slow", None)
+    store.close()
+
+    search = run_cli("search", "-d", "0", "-f", "3", "-s", "40x24", "--trials", "2", "--db", url, "--json")
+    assert search.returncode == 0, search.stderr
+    with sqlite3.connect(path) as db:
+        again = db.execute(
+            "SELECT status FROM autotune_trials WHERE config_key = ? AND origin = 'preset' AND run_id != ?",
+            (config_key(config), run.id),
+        ).fetchall()
+    assert again == [("ok",)]
+    _every_reader_runs(url, tmp_path, run.id)
+
+
+def test_trials_of_an_origin_this_release_does_not_know_are_read_as_first_measurements(tmp_path):
+    path = tmp_path / "tune.db"
+    url = f"sqlite:///{path}"
+    store = Store(url)
+    device = device_info(0)
+    config = CONV2D.space.complete({"filter_mode": "define", "local_x": 4, "local_y": 2, "work_x": 2})
+    run = _plant(store, device, config, "from_a_later_release", "ok", 1e-6)  # faster than anything here
     store.close()
 
     search = run_cli("search", "-d", "0", "-f", "3", "-s", "40x24", "--trials", "2", "--db", url, "--json")
@@ -60,8 +101,4 @@ def test_trials_of_an_origin_this_release_does_not_know_are_read_as_first_measur
             (config_key(config),),
         ).fetchone()[0]
     assert retimed > 0  # and, as the fastest first measurement, it was among those re-timed
-    for command in (["history"], ["show", str(run.id)], ["best"], ["report", "--format", "json"]):
-        extra = ["--out", str(tmp_path / "report"), "--no-measure"] if command[0] == "report" else []
-        result = run_cli(*command, *extra, "--db", url)
-        assert result.returncode == 0, (command, result.stderr)
-        assert "Traceback" not in result.stderr
+    _every_reader_runs(url, tmp_path, run.id)

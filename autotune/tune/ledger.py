@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
-from autotune.outcomes import Measurement, Origin, Status, counts_as_trial, first_measurement
+from autotune.outcomes import (
+    Measurement,
+    Origin,
+    Status,
+    counts_as_trial,
+    first_measurement,
+    known_status,
+)
 from autotune.space import Config
 from autotune.store import Store, Trial, config_key
 
@@ -66,7 +73,7 @@ class Ledger:
     def _add(self, trial: Trial) -> None:
         self.trials.append(trial)
         key = self.key_of(trial)
-        if key is not None and first_measurement(trial.origin):
+        if key is not None and first_measurement(trial.origin) and known_status(trial.status):
             self.first.setdefault(key, trial)
 
     # -- questions -------------------------------------------------------------

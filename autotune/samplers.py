@@ -242,9 +242,11 @@ class GPSampler(optuna.samplers.BaseSampler):
     def _started(self) -> bool:
         return self.best is not None and len(self.visited) >= self.options.startup_trials
 
+    def _unclaimed(self, point: Point) -> bool:
+        return point not in self.visited and point not in self.in_flight
+
     def _usable(self, point: Point) -> bool:
-        usable = point not in self.visited and point not in self.in_flight
-        return usable and self.valid(self.params_of(point))
+        return self._unclaimed(point) and self.valid(self.params_of(point))
 
     def _start_point(self) -> Point | None:
         """A random valid, unvisited point; knobs that mix powers of two with other
@@ -289,8 +291,10 @@ class GPSampler(optuna.samplers.BaseSampler):
         return None
 
     def _candidates(self) -> list[Point]:
-        """Unvisited valid points: all of them in small spaces, else a random sample
-        plus the one-knob neighbourhoods of the five best points."""
+        """Unvisited points: every valid one in small spaces, else a random sample plus
+        the one-knob neighbourhoods of the five best points, not yet checked for validity
+        (in a real search a check evaluates the space's rules; the proposal checks them
+        in the model's order until one holds)."""
         if math.prod(self.sizes) <= ENUMERATE_LIMIT:
             if self._valid_points is None:
                 self._valid_points = [
@@ -301,7 +305,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)
         for _, centre in ranked[:5]:
             found.update(one_knob_neighbours(centre, self.sizes))
-        return [p for p in found if self._usable(p)]
+        return [p for p in found if self._unclaimed(p)]
 
     def _model_step(self) -> Point | None:
         """After the start: the GP's proposal, or on every `genetic_every`-th step a child."""
@@ -349,11 +353,12 @@ class GPSampler(optuna.samplers.BaseSampler):
             step = "mean" if far else "ei"
         candidates = near or self._candidates()
         if far:  # the fastest-predicted point three knobs or more from the best
+            candidates = [p for p in candidates if self._usable(p)]
             candidates = [p for p in candidates if knobs_apart(p, self.best[1]) >= 3] or candidates
         if not candidates:
             return None
         measured = self._model_set()
-        index = surrogate.propose(
+        order = surrogate.ranking(
             self._features(measured),
             [self.visited[p] for p in measured],
             self._features(candidates),
@@ -362,7 +367,8 @@ class GPSampler(optuna.samplers.BaseSampler):
             failures=self.options.failures,
             failure_quantile=self.options.failure_quantile,
         )
-        return candidates[index]
+        # near points and enumerated ones are valid already; a sample's are checked here
+        return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
 
     def _model_set(self) -> list[Point]:
         """The measured points the surrogate sees: the `model_points` fastest, failures

@@ -173,8 +173,22 @@ def propose(
     failures: str = "worst",
     failure_quantile: float = 0.9,
 ) -> int:
-    """Index into `candidates` of the point with the highest expected improvement
-    ("ei") or the lowest predicted time ("mean").
+    """Index into `candidates` of the point to measure next (`ranking`'s first)."""
+    return int(ranking(measured, values, candidates, pending, acquisition, failures, failure_quantile)[0])
+
+
+def ranking(
+    measured: np.ndarray,
+    values: list[float | None],
+    candidates: np.ndarray,
+    pending: np.ndarray | None = None,
+    acquisition: str = "ei",
+    failures: str = "worst",
+    failure_quantile: float = 0.9,
+) -> np.ndarray:
+    """Indices into `candidates`, best first: by the highest expected improvement ("ei")
+    or the lowest predicted time ("mean"). The caller takes the first that it may
+    measure, so a space whose validity is costly to check need not check every candidate.
 
     `values` holds times (None: failed). `pending` points are being measured: they are
     added at the model's own prediction (kriging believer), so a pipeline of proposals
@@ -182,7 +196,7 @@ def propose(
     failed points told as the worst log time ("worst"), as the `failure_quantile`
     quantile of the log times ("quantile"), or kept out of the time model and given to a
     model of the chance to run (`KernelSuccess` for "kernel", `SuccessModel` for "model")
-    that weights the choice, candidates below `LIKELY` skipped while others are left.
+    that weights the choice, candidates below `LIKELY` ranked after all others.
     """
     logs = [math.log(v) for v in values if v is not None]
     success: SuccessModel | KernelSuccess | None = None
@@ -205,15 +219,15 @@ def propose(
         x = np.vstack([measured, pending])
         model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
     chance = None if success is None else success.probability(candidates)
-    # Candidates more likely to fail than to run are skipped while any other is left.
-    likely = None if chance is None or not (chance >= LIKELY).any() else chance >= LIKELY
+    # Candidates more likely to fail than to run go after every other one.
+    unlikely = np.zeros(len(candidates), bool) if chance is None else chance < LIKELY
     if acquisition == "mean":
-        mean = model.predict_mean(candidates)
-        return int(np.argmin(mean if likely is None else np.where(likely, mean, np.inf)))
-    if acquisition != "ei":
+        score = model.predict_mean(candidates)
+    elif acquisition == "ei":
+        mean, std = model.predict(candidates)
+        improvement = expected_improvement(mean, std, best)
+        score = -(improvement if chance is None else improvement * chance)
+    else:
         raise ValueError(f"unknown acquisition {acquisition!r} (ei or mean)")
-    mean, std = model.predict(candidates)
-    improvement = expected_improvement(mean, std, best)
-    if chance is not None:
-        improvement = improvement * chance
-    return int(np.argmax(improvement if likely is None else np.where(likely, improvement, -np.inf)))
+    # Stable: of equal scores the earlier candidate first, as argmin / argmax take it.
+    return np.lexsort((score, unlikely))

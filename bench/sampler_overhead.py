@@ -3,7 +3,13 @@
 
     python bench/sampler_overhead.py [--landscapes ../shared/landscapes/*.json.gz]
                                      [--samplers gp] [--points 50,200,1000] [--asks 10]
-                                     [--seed 0] [--gp SETTINGS]
+                                     [--seed 0] [--gp SETTINGS] [--spaces]
+
+With `--spaces`, the family spaces a real search asks in instead of the landscapes:
+conv2d at F = 3, 9 and 33 and separable rank 1 at F = 9 (4096x4096 'valid' float32), with
+the H200's limits (no GPU needed). There a point is valid when the space's rules hold
+(`KernelFamily.violations`, as in `autotune search`), which costs far more than a
+landscape's look-up; the measured points are random valid ones with random times.
 
 For each landscape and count N, the search is given N measured points of the landscape
 (random valid points, as history), then asked for `--asks` points in turn, each told its
@@ -40,7 +46,10 @@ def main() -> int:
     parser.add_argument("--asks", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gp", default="", help="gp settings, key=value,... (autotune.search.SearchOptions)")
+    parser.add_argument("--spaces", action="store_true", help="the family spaces a real search asks in")
     args = parser.parse_args()
+    if args.spaces:
+        return spaces(args)
     options = SearchOptions.parse(args.gp)
     counts = [int(n) for n in args.points.split(",")]
     print(f"seconds per ask (CPU), median / largest of {args.asks} asks after N measured points")
@@ -78,6 +87,62 @@ def main() -> int:
                 worst = max(worst, max(spent))
                 cells.append(f"{statistics.median(spent):.3f} / {max(spent):.3f}")
             print(f"| {Path(path).name} | {len(valid)} | {sampler} | {' | '.join(cells)} |", flush=True)
+    print(f"\nlargest: {worst:.3f} s")
+    return 0
+
+
+def spaces(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from autotune.devices import device_info
+    from autotune.families.conv2d import CONV2D, Conv2DProblem
+    from autotune.families.separable import SEPARABLE, SeparableProblem
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from repair_rare_points import H200_LIMITS
+
+    options = SearchOptions.parse(args.gp)
+    counts = [int(n) for n in args.points.split(",")]
+    device = dataclasses.replace(device_info(0), **H200_LIMITS)
+    cases = [(CONV2D, Conv2DProblem(width, 4096, 4096), f"F = {width}") for width in (3, 9, 33)]
+    cases.append((SEPARABLE, SeparableProblem(9, 1, 4096, 4096, "float32"), "F = 9, rank 1"))
+    print(f"seconds per ask (CPU), median / largest of {args.asks} asks after N measured points, H200 limits")
+    print(f"{'; gp: ' + options.describe() if options.describe() else ''}\n")
+    print(f"| space | problem | {' | '.join(f'N = {n}' for n in counts)} |")
+    print("|---|---|" + "---|" * len(counts))
+    worst = 0.0
+    for family, problem, label in cases:
+
+        def valid(config, family=family, problem=problem):
+            return not family.violations(config, problem, device)
+
+        def violations(config, family=family, problem=problem):
+            return len(family.violations(config, problem, device))
+
+        knobs = family.space.knobs
+        cells = []
+        for n in counts:
+            rng = random.Random(args.seed)
+            search = Search(
+                family.space, "gp", args.seed, valid=valid, violations=violations, options=options
+            )
+            known: set[str] = set()
+            while len(known) < n:
+                config = {name: rng.choice(knob.values) for name, knob in knobs.items()}
+                if str(config) not in known and valid(config):
+                    known.add(str(config))
+                    search.add_history(config, rng.lognormvariate(0.0, 0.5))
+            spent = []
+            for _ in range(args.asks):
+                start = time.process_time()
+                asked = search.ask()
+                spent.append(time.process_time() - start)
+                if asked is None:
+                    break
+                search.tell(asked[0], rng.lognormvariate(0.0, 0.5))
+            worst = max(worst, max(spent))
+            cells.append(f"{statistics.median(spent):.3f} / {max(spent):.3f}")
+        print(f"| {family.name} | {label} | {' | '.join(cells)} |", flush=True)
     print(f"\nlargest: {worst:.3f} s")
     return 0
 

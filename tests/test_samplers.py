@@ -148,3 +148,47 @@ def test_threads_of_one_study_share_the_sampler(bowl):
     study.optimize(objective_of(bowl), n_trials=30, n_jobs=2)
     points = study_points(study)
     assert len(points) == 30 and len({tuple(p.values()) for p in points}) == 30
+
+
+def test_a_large_space_checks_validity_in_the_models_order_and_proposes_what_a_full_check_would(monkeypatch):
+    """Where a space is sampled (over ENUMERATE_LIMIT points), a global step checks the
+    rules of the candidates in the model's order until one holds: a real search's check
+    evaluates the space's rules, so checking all 4,000 cost most of a proposal. The
+    points proposed are those of a sampler that checks every candidate first."""
+    from autotune.replay import _space
+    from autotune.samplers import CANDIDATE_SAMPLE, ENUMERATE_LIMIT
+
+    space = _space("large", {f"k{i}": list(range(8)) for i in range(6)})
+    assert ENUMERATE_LIMIT < 8**6
+    checks = []
+
+    def valid(config):
+        checks.append(1)
+        return (config["k0"] + config["k1"] + config["k2"]) % 3 != 0  # a third of the space is not
+
+    def time_of(config):
+        return 1.0 + sum((v - 2) ** 2 for v in config.values()) / 10
+
+    def points(seed):
+        search = Search(space, "gp", seed, valid=valid)
+        proposed, per_ask = [], []
+        for _ in range(30):
+            before = len(checks)
+            trial, config = search.ask()
+            per_ask.append(len(checks) - before)
+            assert valid(config)
+            proposed.append(config)
+            search.tell(trial, time_of(config))
+        return proposed, per_ask
+
+    lazy, per_ask = points(3)
+    assert max(per_ask) < CANDIDATE_SAMPLE / 10, per_ask
+    # every candidate checked first, as before
+    monkeypatch.setattr(
+        GPSampler,
+        "_candidates",
+        lambda self, original=GPSampler._candidates: [p for p in original(self) if self._usable(p)],
+    )
+    full, per_ask_full = points(3)
+    assert full == lazy
+    assert max(per_ask_full) > CANDIDATE_SAMPLE / 2  # the check this saves

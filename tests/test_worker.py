@@ -170,3 +170,32 @@ with Worker(0, timeout_s=600) as worker:
     while not _gone(worker_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _gone(worker_pid), "the worker outlived its parent"
+
+
+@pytest.mark.parametrize("fault", ["off", "nan", "none"])
+def test_outputs_past_the_first_verified_block_are_verified(fault):
+    """The output is compared with the reference a block at a time: a wrong value or a
+    NaN in a later block fails as one in the first does, and is located."""
+    import numpy as np
+
+    from autotune.session import VERIFY_BLOCK, Session
+
+    problem = Conv2DProblem(filter_width=3, out_width=601, out_height=300, seed=1)
+    assert problem.reference().size > 2 * VERIFY_BLOCK
+    session = Session(0)
+    session._prepare(problem)
+    result = session.blank.copy()
+    n_out = session.reference.size
+    result[:n_out] = session.reference.reshape(-1)
+    at = 2 * VERIFY_BLOCK + 123  # in the third block
+    if fault == "off":
+        result[at] += 1.0
+    elif fault == "nan":
+        result[at] = np.nan
+    verdict = session._verify(result, None)
+    if fault == "none":
+        assert verdict <= session.tolerance
+        return
+    assert verdict.status is Status.WRONG_RESULT
+    where = f"({at % 601}, {at // 601})"
+    assert where in verdict.error, verdict.error

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Where one search trial's time goes on the measuring side, phase by phase.
+
+    python bench/trial_overhead.py --device 0 --filter-width 3,33 [--image-size 4096x4096]
+                                   [--configs 8]
+
+A search spends each trial asking the sampler, rendering, measuring in the worker and
+recording. This times the worker's part in this process, as `autotune.session.Session`
+runs it, for the conv2d presets that are valid on the device (up to `--configs`): the
+program built from its binary, the output buffer filled, the first run and its read back,
+the check against the reference (as the session does it, a block at a time, and as one
+NumPy expression over the whole output, as it did before), and the timed runs. Then the
+sampler's ask and tell in the family's space after 100 random valid points with random
+times. Medians over the configs, in milliseconds (wall clock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autotune.devices import device_info  # noqa: E402
+from autotune.families.conv2d import CONV2D, Conv2DProblem  # noqa: E402
+from autotune.families.conv2d.inputs import parse_filter_widths, parse_image_size  # noqa: E402
+from autotune.outcomes import TimingPolicy  # noqa: E402
+from autotune.search import Search  # noqa: E402
+from autotune.session import Session, _time  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--filter-width", default="3,33")
+    parser.add_argument("--image-size", default="4096x4096", help="output WxH")
+    parser.add_argument("--configs", type=int, default=8)
+    args = parser.parse_args()
+    width, height = parse_image_size(args.image_size)
+    device = device_info(args.device)
+    session = Session(args.device)
+    cl = session.cl
+    print(f"{device.name}, {width}x{height} output, float32, medians in ms\n")
+    phases = ["build", "fill", "first run", "read back", "check (blocks)", "check (whole)", "timed runs"]
+    print(f"| F | configs | {' | '.join(phases)} | ask | tell |")
+    print("|---|---|" + "---|" * (len(phases) + 2))
+    for filter_width in parse_filter_widths(args.filter_width):
+        problem = Conv2DProblem(filter_width, width, height)
+        session._prepare(problem)
+        spent: dict[str, list[float]] = defaultdict(list)
+        configs = CONV2D.presets_for(problem, device)[: args.configs]
+        for config in configs:
+            variant = CONV2D.render(config, problem)
+            binary = base64.b64decode(session.compile(variant)["binary"])
+            marks = [time.perf_counter()]
+            launcher = session._build(CONV2D, variant, binary)
+            marks.append(time.perf_counter())
+            cl.enqueue_copy(session.queue, session.buffers["output"], session.blank).wait()
+            marks.append(time.perf_counter())
+            launcher.enqueue(session.queue, problem, session.buffers)[-1].wait()
+            marks.append(time.perf_counter())
+            result = np.empty_like(session.blank)
+            cl.enqueue_copy(session.queue, result, session.buffers["output"]).wait()
+            marks.append(time.perf_counter())
+            session._verify(result, None)
+            marks.append(time.perf_counter())
+            out = result[: session.reference.size].reshape(session.reference.shape)
+            difference = np.abs(out - session.reference)
+            float(difference.max()) if np.all(np.isfinite(difference)) else None
+            marks.append(time.perf_counter())
+            _time(partial(launcher.enqueue, session.queue, problem, session.buffers), TimingPolicy())
+            marks.append(time.perf_counter())
+            for name, before, after in zip(phases, marks[:-1], marks[1:], strict=True):
+                spent[name].append((after - before) * 1e3)
+        ask, tell = sampler_costs(problem, device)
+        cells = [f"{statistics.median(spent[name]):.1f}" for name in phases]
+        print(
+            f"| {filter_width} | {len(configs)} | {' | '.join(cells)} | {ask:.1f} | {tell:.1f} |", flush=True
+        )
+    return 0
+
+
+def sampler_costs(
+    problem: Conv2DProblem, device: object, history: int = 100, asks: int = 10
+) -> tuple[float, float]:
+    """Median ms of `gp`'s ask and tell after `history` random valid points."""
+    rng = random.Random(0)
+
+    def valid(config: dict) -> bool:
+        return not CONV2D.violations(config, problem, device)
+
+    def violations(config: dict) -> int:
+        return len(CONV2D.violations(config, problem, device))
+
+    search = Search(CONV2D.space, "gp", 0, valid=valid, violations=violations)
+    seen: set[str] = set()
+    while len(seen) < history:
+        config = {name: rng.choice(knob.values) for name, knob in CONV2D.space.knobs.items()}
+        if str(config) not in seen and valid(config):
+            seen.add(str(config))
+            search.add_history(config, rng.lognormvariate(0.0, 0.5))
+    asked_ms, told_ms = [], []
+    for _ in range(asks):
+        start = time.perf_counter()
+        asked = search.ask()
+        asked_ms.append((time.perf_counter() - start) * 1e3)
+        if asked is None:
+            break
+        start = time.perf_counter()
+        search.tell(asked[0], rng.lognormvariate(0.0, 0.5))
+        told_ms.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(asked_ms), statistics.median(told_ms)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -199,3 +199,25 @@ def test_outputs_past_the_first_verified_block_are_verified(fault):
     assert verdict.status is Status.WRONG_RESULT
     where = f"({at % 601}, {at // 601})"
     assert where in verdict.error, verdict.error
+
+
+def test_a_session_keeps_the_references_of_problems_it_comes_back_to(monkeypatch):
+    """A search returns to each problem (warm starts, re-timing): its reference is not
+    computed again, up to ANSWERS_BYTES of references; past that the oldest goes."""
+    from autotune import session as session_module
+
+    session = session_module.Session(0)
+    first, second = PROBLEM, dataclasses.replace(PROBLEM, filter_width=3)
+    session._prepare(first)
+    kept = session.reference
+    session._prepare(second)
+    session._prepare(first)
+    assert session.reference is kept
+    assert session.tolerance == first.tolerance()
+    monkeypatch.setattr(session_module, "ANSWERS_BYTES", kept.nbytes)  # room for one
+    third = dataclasses.replace(PROBLEM, filter_width=7)
+    session._prepare(third)
+    assert list(session.answers) == [third]
+    session._prepare(first)
+    assert session.reference is not kept
+    assert list(session.answers) == [first]

@@ -107,14 +107,16 @@ def saturated(values: np.ndarray, dtype: str) -> np.ndarray:
     return values
 
 
-def rounding_error(reference: np.ndarray, dtype: str) -> float:
-    """The most that storing `reference` as `dtype` changes it: half a unit for integer
-    types (round to nearest), half an ulp of the largest value for float16."""
+def rounding_error(dtype: str, reference: Callable[[], np.ndarray]) -> float:
+    """The most that storing the reference as `dtype` changes it: half a unit for integer
+    types (round to nearest), half an ulp of the largest value for float16. `reference`
+    computes it, called for float16 only (for a large image it costs seconds)."""
     kind = np.dtype(dtype)
     if kind.kind in "iu":
         return 0.5
     if kind == np.float16:
-        finite = reference[np.isfinite(reference)]
+        values = reference()
+        finite = values[np.isfinite(values)]
         return float(np.abs(finite).max(initial=0.0)) * FLOAT16_EPS / 2 + 2.0**-25
     return 0.0
 

@@ -179,7 +179,7 @@ class Conv2DProblem(FilteredImage, Problem):
 
     def tolerance(self) -> float:
         image, filt = self.data()
-        return tolerance(image, filt) + rounding_error(self.reference(), self.out_dtype)
+        return tolerance(image, filt) + rounding_error(self.out_dtype, self.reference)
 
 
 def seeded_image(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:

@@ -102,7 +102,7 @@ class SeparableProblem(FilteredImage, Problem):
 
     def tolerance(self) -> float:
         image, row_taps, column_taps = self.data()
-        rounding = rounding_error(self.reference(), self.out_dtype)
+        rounding = rounding_error(self.out_dtype, self.reference)
         return tolerance(image.astype(np.float64), row_taps, column_taps) + rounding
 
 

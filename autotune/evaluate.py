@@ -3,6 +3,8 @@ compiling, measure the rest in the worker."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from autotune.device_lock import DeviceLock
@@ -51,14 +53,34 @@ class Evaluator:
             return Measurement(Status.INVALID, error="; ".join(reasons))
         return self.family.render(config, problem)
 
+    def start(
+        self, variant: KernelVariant, problem: Problem, compiled: Future[Compiled] | None = None
+    ) -> Callable[[], Measurement]:
+        """Send a rendered variant to be timed, with its binary compiled ahead when there
+        is one (a failed compile is the answer), and return what waits for the
+        measurement: the caller may work meanwhile (a search asks its sampler for the
+        next point). No other process of this host measures on the device from here until
+        the measurement is taken (`DeviceLock`)."""
+        binary = compiled.result() if compiled is not None else None
+        if binary is not None and binary.status is not Status.OK:
+            failure = binary.as_failure()
+            return lambda: failure
+        held = contextlib.ExitStack()
+        held.enter_context(self.lock.held())
+        try:
+            waiting = self.worker.start_measure(variant, problem, self.policy, binary)
+        except BaseException:
+            held.close()
+            raise
+
+        def measurement() -> Measurement:
+            with held:
+                return waiting()
+
+        return measurement
+
     def measure(
         self, variant: KernelVariant, problem: Problem, compiled: Future[Compiled] | None = None
     ) -> Measurement:
-        """Time a rendered variant, with its binary compiled ahead when there is one (a
-        failed compile is the answer). No other process of this host measures on the
-        device meanwhile (`DeviceLock`)."""
-        binary = compiled.result() if compiled is not None else None
-        if binary is not None and binary.status is not Status.OK:
-            return binary.as_failure()
-        with self.lock.held():
-            return self.worker.measure(variant, problem, self.policy, binary)
+        """Time a rendered variant (`start`, then wait for it)."""
+        return self.start(variant, problem, compiled)()

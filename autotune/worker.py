@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -148,8 +149,9 @@ class Worker:
                 pass
         self._kill()
 
-    def _call(self, message: dict[str, Any]) -> dict[str, Any] | Measurement:
-        """Send one request; a failure of the process itself comes back as a Measurement."""
+    def _send(self, message: dict[str, Any]) -> Measurement | None:
+        """Send one request (the child started first if it is not running); None, or a
+        failure of the process itself as a Measurement."""
         if self._process is None or self._process.poll() is not None:
             self._kill()
             self._start()
@@ -157,26 +159,40 @@ class Worker:
         try:
             self._commands.write(json.dumps(message).encode() + b"\n")
             self._commands.flush()
+        except OSError:
+            return self._died()
+        return None
+
+    def _reply(self) -> dict[str, Any] | Measurement:
+        """The reply to the request sent last; a failure of the process as a Measurement."""
+        try:
             reply = self._receive(self.timeout_s)
         except (OSError, EOFError):
-            reply = None  # the child died; _death_note waits for its exit status
-        else:
-            if reply is not None:
-                return reply
+            return self._died()
+        if reply is None:
             self._kill()
             return Measurement(Status.TIMEOUT, error=f"no result within {self.timeout_s:g} s")
-        note = self._death_note()
+        return reply
+
+    def _died(self) -> Measurement:
+        note = self._death_note()  # waits for the child's exit status
         self._kill()
         return Measurement(Status.CRASHED, error=f"worker process died ({note})")
 
-    def measure(
+    def _call(self, message: dict[str, Any]) -> dict[str, Any] | Measurement:
+        failed = self._send(message)
+        return failed if failed is not None else self._reply()
+
+    def start_measure(
         self,
         variant: KernelVariant,
         problem: Problem,
         policy: TimingPolicy | None = None,
         compiled: Compiled | None = None,
-    ) -> Measurement:
-        """Verify and time a variant; with `compiled`, the binary built ahead is used."""
+    ) -> Callable[[], Measurement]:
+        """Send a variant to be verified and timed (with `compiled`, the binary built
+        ahead is used) and return what waits for its measurement: the caller may work
+        meanwhile, and calls it before the worker's next request."""
         message: dict[str, Any] = {
             "op": "measure",
             "variant": variant.to_dict(),
@@ -186,8 +202,23 @@ class Worker:
         if compiled is not None and compiled.binary is not None:
             message["binary"] = base64.b64encode(compiled.binary).decode()
             message["compile_ms"] = compiled.compile_ms
-        reply = self._call(message)
-        return reply if isinstance(reply, Measurement) else Measurement.from_dict(reply)
+        failed = self._send(message)
+
+        def measurement() -> Measurement:
+            reply = failed if failed is not None else self._reply()
+            return reply if isinstance(reply, Measurement) else Measurement.from_dict(reply)
+
+        return measurement
+
+    def measure(
+        self,
+        variant: KernelVariant,
+        problem: Problem,
+        policy: TimingPolicy | None = None,
+        compiled: Compiled | None = None,
+    ) -> Measurement:
+        """Verify and time a variant; with `compiled`, the binary built ahead is used."""
+        return self.start_measure(variant, problem, policy, compiled)()
 
     def compile(self, variant: KernelVariant) -> Compiled:
         reply = self._call({"op": "compile", "variant": variant.to_dict()})

@@ -306,34 +306,52 @@ class Tuner:
         lookahead = self.compile_pool.size if self.compile_pool is not None else 1
         pending: deque[_Pending] = deque()
         asking = True
-        while not self.stop.requested and (total is None or result.trials < total):
-            # Keep `lookahead` valid points in flight: their compiles run while one is timed.
+
+        def ask_ahead(measuring: _Pending | None) -> None:
+            """Keep `lookahead` valid points asked beyond the one being measured: their
+            compiles run while one is timed."""
+            nonlocal asking
             while (
                 asking
                 and len(pending) < lookahead
-                and (total is None or result.trials + len(pending) < total)
+                and (total is None or result.trials + (measuring is not None) + len(pending) < total)
             ):
                 asked = None
                 if not (deadline is not None and time.monotonic() >= deadline) and not search.exhausted:
                     asked = search.ask()  # only valid points; None once every one is measured
                 if asked is None:
                     asking = False
-                    break
+                    return
                 optuna_trial, config = asked
                 key = config_key(config)
                 item = _Pending(optuna_trial, config, key, queued.pop(key, Origin.SAMPLER))
-                if key not in ledger.first and all(p.key != key for p in pending):
+                ahead = [*pending, measuring] if measuring is not None else pending
+                if key not in ledger.first and all(p.key != key for p in ahead):
                     item.variant = family.render(config, problem)
                     item.future = self._compile_ahead(item.variant)
                 pending.append(item)
+
+        while not self.stop.requested and (total is None or result.trials < total):
+            if not pending:
+                ask_ahead(None)
             if not pending:
                 break
             item = pending.popleft()
             if item.key in ledger.first:
+                ask_ahead(item)
                 record = ledger.record_cached(ledger.first[item.key], result.trials)
             else:
                 variant = item.variant or family.render(item.config, problem)
-                m = evaluator.measure(variant, problem, item.future)
+                # The sampler's next proposal is made while the worker times this point
+                # (or, while its compile is still running, before waiting for it).
+                compiled = item.future
+                if compiled is not None and not compiled.done():
+                    ask_ahead(item)
+                measurement = evaluator.start(variant, problem, compiled)
+                try:
+                    ask_ahead(item)
+                finally:
+                    m = measurement()
                 record = ledger.record(
                     m, item.config, item.key, item.origin, result.trials, variant.fingerprint
                 )

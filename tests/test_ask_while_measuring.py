@@ -1,0 +1,50 @@
+"""A search asks its sampler for the next point while the worker times the last one:
+on a GPU a trial's ask (the model's fit, 0.1-0.2 s) and its measurement (verification
+and timed runs, about as long) used to run one after the other."""
+
+from autotune.devices import device_info
+from autotune.evaluate import Evaluator
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.search import Search
+from autotune.store import Store
+from autotune.tune import Budget, Tuner
+
+PROBLEM = Conv2DProblem(3, 40, 24)
+
+
+def test_the_next_point_is_asked_while_a_measurement_runs(tmp_path, monkeypatch):
+    events: list[str] = []
+    start, ask = Evaluator.start, Search.ask
+
+    def logged_start(self, *args, **kwargs):
+        waiting = start(self, *args, **kwargs)
+        events.append("start")
+
+        def logged_wait():
+            events.append("wait")
+            return waiting()
+
+        return logged_wait
+
+    def logged_ask(self):
+        events.append("ask")
+        return ask(self)
+
+    monkeypatch.setattr(Evaluator, "start", logged_start)
+    monkeypatch.setattr(Search, "ask", logged_ask)
+    store = Store(f"sqlite:///{tmp_path / 'tune.db'}")
+    tuner = Tuner(store, 0, device_info(0), CONV2D, [PROBLEM], sampler="gp", budget=Budget(trials=12))
+    (result,) = tuner.run()
+    assert result.trials == 12
+    measured = [t for t in store.trials(run_id=tuner.run_id) if t.origin not in ("retime", "cached")]
+    assert len(measured) == 12
+    # the search proper (re-timing measures after its last ask): each measurement but
+    # the last ones, which need no more points, has an ask between its start and its wait
+    search_events = events[: max(i for i, e in enumerate(events) if e == "ask") + 1]
+    overlapped = sum(
+        1
+        for i, event in enumerate(search_events)
+        if event == "start" and search_events[i + 1 : i + 2] == ["ask"]
+    )
+    assert overlapped >= 12 - 2, events
+    assert events.count("ask") <= 12 + 1  # no more points asked than the budget needs (+ the last None)

@@ -58,7 +58,9 @@ class Session:
         if problem in self.answers:
             self.answers.move_to_end(problem)
             return self.answers[problem]
-        answer = (np.ascontiguousarray(problem.reference()), problem.tolerance())
+        reference = np.ascontiguousarray(problem.reference())
+        reference.setflags(write=False)
+        answer = (reference, problem.tolerance())
         self.answers[problem] = answer
         while len(self.answers) > 1 and sum(r.nbytes for r, _ in self.answers.values()) > ANSWERS_BYTES:
             self.answers.popitem(last=False)

@@ -20,7 +20,7 @@ import numpy as np
 LENGTH_SCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 5.0)
 NOISES = (1e-4, 1e-2, 0.1)
 FIT_SWEEPS = 2
-LIKELY = 0.5  # with a model of failures, candidates less likely to run than this are skipped
+LIKELY = 0.5  # with a model of failures, candidates less likely to run than this go last
 _SQRT5 = math.sqrt(5.0)
 
 

@@ -163,10 +163,12 @@ class Worker:
             return self._died()
         return None
 
-    def _reply(self) -> dict[str, Any] | Measurement:
-        """The reply to the request sent last; a failure of the process as a Measurement."""
+    def _reply(self, sent_at: float | None = None) -> dict[str, Any] | Measurement:
+        """The reply to the request sent last (at `sent_at`, monotonic: the time-out runs
+        from there); a failure of the process as a Measurement."""
+        waited = 0.0 if sent_at is None else time.monotonic() - sent_at
         try:
-            reply = self._receive(self.timeout_s)
+            reply = self._receive(max(0.0, self.timeout_s - waited))
         except (OSError, EOFError):
             return self._died()
         if reply is None:
@@ -203,9 +205,10 @@ class Worker:
             message["binary"] = base64.b64encode(compiled.binary).decode()
             message["compile_ms"] = compiled.compile_ms
         failed = self._send(message)
+        sent_at = time.monotonic()
 
         def measurement() -> Measurement:
-            reply = failed if failed is not None else self._reply()
+            reply = failed if failed is not None else self._reply(sent_at)
             return reply if isinstance(reply, Measurement) else Measurement.from_dict(reply)
 
         return measurement

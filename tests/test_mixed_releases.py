@@ -74,6 +74,15 @@ def test_a_status_this_release_does_not_know_is_measured_again_not_answered(tmp_
             (config_key(config), run.id),
         ).fetchall()
     assert again == [("ok",)]
+    with sqlite3.connect(path) as db:  # nor is it in the problem's Optuna study, where a
+        # shared search would take it for a measurement of the point
+        planted = db.execute("SELECT id FROM autotune_trials WHERE status = 'too_slow'").fetchone()[0]
+        mirrored = db.execute(
+            "SELECT count(*) FROM trial_user_attributes WHERE key = 'trial_id' AND value_json = ?",
+            (json.dumps(planted),),
+        ).fetchone()[0]
+        known = db.execute("SELECT count(*) FROM trial_user_attributes WHERE key = 'trial_id'").fetchone()[0]
+    assert mirrored == 0 and known > 0
     _every_reader_runs(url, tmp_path, run.id)
 
 

@@ -313,6 +313,7 @@ class Tuner:
             nonlocal asking
             while (
                 asking
+                and not self.stop.requested
                 and len(pending) < lookahead
                 and (total is None or result.trials + (measuring is not None) + len(pending) < total)
             ):
@@ -342,16 +343,19 @@ class Tuner:
                 record = ledger.record_cached(ledger.first[item.key], result.trials)
             else:
                 variant = item.variant or family.render(item.config, problem)
-                # The sampler's next proposal is made while the worker times this point
-                # (or, while its compile is still running, before waiting for it).
-                compiled = item.future
-                if compiled is not None and not compiled.done():
-                    ask_ahead(item)
-                measurement = evaluator.start(variant, problem, compiled)
-                try:
-                    ask_ahead(item)
-                finally:
-                    m = measurement()
+                if self.compile_pool is None:  # a CPU: the sampler's fit would slow the timed runs
+                    m = evaluator.measure(variant, problem, item.future)
+                else:
+                    # The next point is asked while the worker times this one (or, while
+                    # its compile is still running, before waiting for it).
+                    compiled = item.future
+                    if compiled is not None and not compiled.done():
+                        ask_ahead(item)
+                    measurement = evaluator.start(variant, problem, compiled)
+                    try:
+                        ask_ahead(item)
+                    finally:  # the worker answers before anything else is sent to it
+                        m = measurement()
                 record = ledger.record(
                     m, item.config, item.key, item.origin, result.trials, variant.fingerprint
                 )

@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
-from autotune.outcomes import Status, first_measurement
+from autotune.outcomes import Status, first_measurement, known_status
 from autotune.store import Store, Trial
 from autotune.store.engine import failure
 from autotune.store.locks import OPTUNA_TABLES_LOCK, advisory_lock
@@ -96,7 +96,9 @@ def measured_attributes(trial: Trial) -> dict[str, Any]:
 
 
 def _mirrored(trial: Trial) -> bool:
-    return first_measurement(trial.origin) and trial.status != Status.INVALID
+    """A first measurement of a status this release knows (another's status answers for
+    nothing here: the point is to be measured again)."""
+    return first_measurement(trial.origin) and known_status(trial.status) and trial.status != Status.INVALID
 
 
 class StudyMirror:

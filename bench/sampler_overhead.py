@@ -29,6 +29,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from autotune.replay import load
@@ -75,20 +76,28 @@ def main() -> int:
                 )
                 for point in rng.sample(valid, min(n, len(valid))):
                     search.add_history(dict(zip(names, point, strict=True)), landscape.values[point])
-                spent = []
-                for _ in range(args.asks):
-                    start = time.process_time()
-                    asked = search.ask()
-                    spent.append(time.process_time() - start)
-                    if asked is None:
-                        break
-                    trial, config = asked
-                    search.tell(trial, landscape.look_up(config)[1])
+                spent = time_asks(
+                    search, args.asks, lambda config, landscape=landscape: landscape.look_up(config)[1]
+                )
                 worst = max(worst, max(spent))
                 cells.append(f"{statistics.median(spent):.3f} / {max(spent):.3f}")
             print(f"| {Path(path).name} | {len(valid)} | {sampler} | {' | '.join(cells)} |", flush=True)
     print(f"\nlargest: {worst:.3f} s")
     return 0
+
+
+def time_asks(search: Search, asks: int, value_of: Callable[[dict], float | None]) -> list[float]:
+    """CPU seconds of each of `asks` asks, each point told `value_of` it before the next."""
+    spent = []
+    for _ in range(asks):
+        start = time.process_time()
+        asked = search.ask()
+        spent.append(time.process_time() - start)
+        if asked is None:
+            break
+        trial, config = asked
+        search.tell(trial, value_of(config))
+    return spent
 
 
 def spaces(args: argparse.Namespace) -> int:
@@ -132,14 +141,7 @@ def spaces(args: argparse.Namespace) -> int:
                 if str(config) not in known and valid(config):
                     known.add(str(config))
                     search.add_history(config, rng.lognormvariate(0.0, 0.5))
-            spent = []
-            for _ in range(args.asks):
-                start = time.process_time()
-                asked = search.ask()
-                spent.append(time.process_time() - start)
-                if asked is None:
-                    break
-                search.tell(asked[0], rng.lognormvariate(0.0, 0.5))
+            spent = time_asks(search, args.asks, lambda _config, rng=rng: rng.lognormvariate(0.0, 0.5))
             worst = max(worst, max(spent))
             cells.append(f"{statistics.median(spent):.3f} / {max(spent):.3f}")
         print(f"| {family.name} | {label} | {' | '.join(cells)} |", flush=True)

@@ -367,7 +367,8 @@ class GPSampler(optuna.samplers.BaseSampler):
             failures=self.options.failures,
             failure_quantile=self.options.failure_quantile,
         )
-        # near points and enumerated ones are valid already; a sample's are checked here
+        # the first in the model's order that keeps the rules (near and enumerated points
+        # keep them already: one check; a sample's are checked here until one does)
         return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
 
     def _model_set(self) -> list[Point]:

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from autotune.replay import load
 from autotune.search import Search, SearchOptions
@@ -100,6 +101,30 @@ def time_asks(search: Search, asks: int, value_of: Callable[[dict], float | None
     return spent
 
 
+def family_search(
+    family: Any, problem: Any, device: Any, history: int, seed: int, options: SearchOptions | None = None
+) -> tuple[Search, random.Random]:
+    """A `gp` search in a family's space whose validity is the space's rules on `device`
+    (as in `autotune search`), told `history` random valid points with random times; and
+    the generator that drew them, for the times of later points."""
+
+    def valid(config: dict) -> bool:
+        return not family.violations(config, problem, device)
+
+    def violations(config: dict) -> int:
+        return len(family.violations(config, problem, device))
+
+    rng = random.Random(seed)
+    search = Search(family.space, "gp", seed, valid=valid, violations=violations, options=options)
+    known: set[str] = set()
+    while len(known) < history:
+        config = {name: rng.choice(knob.values) for name, knob in family.space.knobs.items()}
+        if str(config) not in known and valid(config):
+            known.add(str(config))
+            search.add_history(config, rng.lognormvariate(0.0, 0.5))
+    return search, rng
+
+
 def spaces(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -121,26 +146,9 @@ def spaces(args: argparse.Namespace) -> int:
     print("|---|---|" + "---|" * len(counts))
     worst = 0.0
     for family, problem, label in cases:
-
-        def valid(config, family=family, problem=problem):
-            return not family.violations(config, problem, device)
-
-        def violations(config, family=family, problem=problem):
-            return len(family.violations(config, problem, device))
-
-        knobs = family.space.knobs
         cells = []
         for n in counts:
-            rng = random.Random(args.seed)
-            search = Search(
-                family.space, "gp", args.seed, valid=valid, violations=violations, options=options
-            )
-            known: set[str] = set()
-            while len(known) < n:
-                config = {name: rng.choice(knob.values) for name, knob in knobs.items()}
-                if str(config) not in known and valid(config):
-                    known.add(str(config))
-                    search.add_history(config, rng.lognormvariate(0.0, 0.5))
+            search, rng = family_search(family, problem, device, n, args.seed, options)
             spent = time_asks(search, args.asks, lambda _config, rng=rng: rng.lognormvariate(0.0, 0.5))
             worst = max(worst, max(spent))
             cells.append(f"{statistics.median(spent):.3f} / {max(spent):.3f}")

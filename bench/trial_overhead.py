@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import random
 import statistics
 import sys
 import time
@@ -34,8 +33,10 @@ from autotune.devices import device_info  # noqa: E402
 from autotune.families.conv2d import CONV2D, Conv2DProblem  # noqa: E402
 from autotune.families.conv2d.inputs import parse_filter_widths, parse_image_size  # noqa: E402
 from autotune.outcomes import TimingPolicy  # noqa: E402
-from autotune.search import Search  # noqa: E402
 from autotune.session import Session, _time  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sampler_overhead import family_search  # noqa: E402
 
 
 def main() -> int:
@@ -93,21 +94,7 @@ def sampler_costs(
     problem: Conv2DProblem, device: object, history: int = 100, asks: int = 10
 ) -> tuple[float, float]:
     """Median ms of `gp`'s ask and tell after `history` random valid points."""
-    rng = random.Random(0)
-
-    def valid(config: dict) -> bool:
-        return not CONV2D.violations(config, problem, device)
-
-    def violations(config: dict) -> int:
-        return len(CONV2D.violations(config, problem, device))
-
-    search = Search(CONV2D.space, "gp", 0, valid=valid, violations=violations)
-    seen: set[str] = set()
-    while len(seen) < history:
-        config = {name: rng.choice(knob.values) for name, knob in CONV2D.space.knobs.items()}
-        if str(config) not in seen and valid(config):
-            seen.add(str(config))
-            search.add_history(config, rng.lognormvariate(0.0, 0.5))
+    search, rng = family_search(CONV2D, problem, device, history, seed=0)
     asked_ms, told_ms = [], []
     for _ in range(asks):
         start = time.perf_counter()

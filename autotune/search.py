@@ -264,6 +264,12 @@ class Search:
         self._tell_study(trial, value)
         self._note(self._point(trial.params), value)
 
+    def release(self, trial: optuna.trial.Trial) -> None:
+        """A point asked and not to be measured (the budget or time spent, a stop): no
+        longer in flight, nothing learnt."""
+        self.in_flight.discard(self._point(trial.params))
+        self._skip(trial, "released")
+
     def _skip(self, trial: optuna.trial.Trial, why: str) -> None:
         """A proposal given up, no measurement: samplers that read `skipped` ignore it."""
         trial.set_user_attr("skipped", why)

@@ -7,6 +7,7 @@ makes a database of its own. Without a server the test fails: it does not skip."
 import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -338,3 +339,110 @@ def test_shared_search_from_the_command_line(database, tmp_path):
         result = run_cli(*argv[3:], *args)
         assert result.returncode == 2 and says in _one_line(result), result.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+DYING_WORKER = """
+import os, signal, sys
+from autotune.devices import device_info
+from autotune.families.landscape import LandscapeEvaluator, LandscapeFamily, LandscapeProblem
+from autotune.replay import load
+from autotune.store import Store
+from autotune.tune import Budget, Tuner
+
+url, landscape, trials, dies_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+
+class Dying(LandscapeEvaluator):
+    def measure(self, *args, **kwargs):
+        if self.measured + 1 == dies_at:  # killed while it holds the point it claimed
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().measure(*args, **kwargs)
+
+
+family = LandscapeFamily(load(landscape))
+evaluator = Dying(family, device_info(0))
+Tuner(Store(url), 0, evaluator.device, family, [LandscapeProblem("bowl")], sampler="gp",
+      budget=Budget(trials=trials), evaluator=evaluator, shared=True).run()
+"""
+
+
+def _study_trials(url: str) -> list[tuple[str, dict]]:
+    """Each trial of the database's Optuna studies: its state and user attributes (none
+    before Optuna's tables exist)."""
+    engine = sa.create_engine(url)
+    if not sa.inspect(engine).has_table("trial_user_attributes"):
+        engine.dispose()
+        return []
+    with engine.connect() as connection:
+        rows = connection.execute(
+            sa.text("SELECT trial_id, state FROM trials WHERE study_id IN (SELECT study_id FROM studies)")
+        ).all()
+        attributes = connection.execute(
+            sa.text("SELECT trial_id, key, value_json FROM trial_user_attributes")
+        ).all()
+    engine.dispose()
+    by_trial: dict[int, dict] = {}
+    for trial_id, key, value in attributes:
+        by_trial.setdefault(trial_id, {})[key] = json.loads(value)
+    return [(state, by_trial.get(trial_id, {})) for trial_id, state in rows]
+
+
+def test_a_killed_workers_claim_is_given_back_and_the_budget_still_measured(database, tmp_path):
+    """A shared worker killed (SIGKILL) while it measures the point it claimed: the next
+    worker to ask gives that claim back (its run's process is gone), the point holds
+    nothing and counts in no budget, and the workers together still measure the budget."""
+    from tests.test_replay import synthetic
+
+    landscape = synthetic(tmp_path / "bowl.json.gz")
+    budget, dies_at = 16, 6
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    dying = subprocess.run(
+        [sys.executable, "-c", DYING_WORKER, database, str(landscape), str(budget), str(dies_at)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert dying.returncode == -9, dying.stderr[-2000:]
+    (left,) = [attrs for state, attrs in _study_trials(database) if state == "RUNNING"]
+    assert left.get("claimed") and left.get("claimed_by_run"), left
+    _workers(database, landscape, budget, 1, "shared", "gp")
+    trials = _study_trials(database)
+    assert not [attrs for state, attrs in trials if state == "RUNNING"]
+    given_back = [attrs for state, attrs in trials if attrs.get("skipped") == "its worker stopped"]
+    assert [attrs["claimed_by_run"] for attrs in given_back] == [left["claimed_by_run"]]
+    engine = sa.create_engine(database)
+    with engine.connect() as connection:
+        measured = connection.execute(
+            sa.text(
+                "SELECT COUNT(DISTINCT config_key) FROM autotune_trials "
+                "WHERE origin NOT IN ('cached', 'retime') AND status != 'invalid'"
+            )
+        ).scalar()
+    engine.dispose()
+    assert measured == budget  # the killed worker's first five, then the second worker's
+
+
+def test_a_shared_search_stopped_with_ctrl_c_gives_back_the_points_it_asked_ahead(database):
+    """A shared search that compiles ahead, stopped with Ctrl-C, has points asked and not
+    measured: it gives them back as it stops (no trial of the study is left RUNNING,
+    none counts in the budget)."""
+    argv = [sys.executable, "-m", "autotune", "search", "-d", "0", "-s", "40x24", "-f", "5", "--shared"]
+    search = subprocess.Popen(
+        [*argv, "--db", database, "--trials", "200", "--compilers", "2"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while sum(state == "COMPLETE" for state, _ in _study_trials(database)) < 4:
+        assert search.poll() is None and time.monotonic() < deadline, "the search ended early"
+        time.sleep(0.2)
+    search.send_signal(signal.SIGINT)
+    _, err = search.communicate(timeout=300)
+    assert search.returncode != 0 and "Traceback" not in err, err
+    trials = _study_trials(database)
+    assert not [attrs for state, attrs in trials if state == "RUNNING"], trials
+    released = [attrs for state, attrs in trials if attrs.get("skipped") == "released"]
+    assert released and all(attrs.get("claimed") for attrs in released), trials

@@ -292,6 +292,22 @@ class Store:
             ).rowcount
         return renewed == 1
 
+    def runs_gone(self, run_ids: set[int], stale_s: float) -> set[int]:
+        """Those of `run_ids` no live process measures any more: ended (finished,
+        interrupted, failed), missing, or held by a process that is gone (`lease_gone`)."""
+        if not run_ids:
+            return set()
+        with self.session() as s:
+            rows = s.execute(
+                sa.select(Run.id, Run.status, Run.owner, Run.heartbeat_at).where(Run.id.in_(run_ids))
+            ).all()
+        live = {
+            run_id
+            for run_id, status, owner, heartbeat_at in rows
+            if status == "running" and owner is not None and not lease_gone(owner, heartbeat_at, stale_s)
+        }
+        return set(run_ids) - live
+
     def add_trial(self, **fields: Any) -> Trial:
         fields.setdefault("created_at", now())
         with self.session() as s:

@@ -280,7 +280,14 @@ class Tuner:
             sampler = shared_sampler(self.sampler, seed, family.space, valid, self.search_options)
             study = self._studies.shared(ledger, problem, sampler)
             search = SharedSearch(
-                self.store, study, family.space, valid, self.budget.trials, seed, violations=violations
+                self.store,
+                study,
+                family.space,
+                valid,
+                self.budget.trials,
+                seed,
+                violations=violations,
+                run_id=self.run_id,
             )
         for key, trial in ledger.first.items():
             if trial.status != Status.INVALID:
@@ -332,50 +339,53 @@ class Tuner:
                     item.future = self._compile_ahead(item.variant)
                 pending.append(item)
 
-        while not self.stop.requested and (total is None or result.trials < total):
-            if not pending:
-                ask_ahead(None)
-            if not pending:
-                break
-            item = pending.popleft()
-            if item.key in ledger.first:
-                ask_ahead(item)
-                record = ledger.record_cached(ledger.first[item.key], result.trials)
-            else:
-                variant = item.variant or family.render(item.config, problem)
-                if self.compile_pool is None:  # a CPU: the sampler's fit would slow the timed runs
-                    m = evaluator.measure(variant, problem, item.future)
+        untold: list[_Pending] = []  # the point being measured, until it is told
+        try:
+            while not self.stop.requested and (total is None or result.trials < total):
+                if not pending:
+                    ask_ahead(None)
+                if not pending:
+                    break
+                item = pending.popleft()
+                untold.append(item)
+                if item.key in ledger.first:
+                    ask_ahead(item)
+                    record = ledger.record_cached(ledger.first[item.key], result.trials)
                 else:
-                    # The next point is asked while the worker times this one (or, while
-                    # its compile is still running, before waiting for it).
-                    compiled = item.future
-                    if compiled is not None and not compiled.done():
-                        ask_ahead(item)
-                    measurement = evaluator.start(variant, problem, compiled)
-                    try:
-                        ask_ahead(item)
-                    finally:  # the worker answers before anything else is sent to it
-                        m = measurement()
-                record = ledger.record(
-                    m, item.config, item.key, item.origin, result.trials, variant.fingerprint
+                    variant = item.variant or family.render(item.config, problem)
+                    if self.compile_pool is None:  # a CPU: the sampler's fit would slow the timed runs
+                        m = evaluator.measure(variant, problem, item.future)
+                    else:
+                        # The next point is asked while the worker times this one (or, while
+                        # its compile is still running, before waiting for it).
+                        compiled = item.future
+                        if compiled is not None and not compiled.done():
+                            ask_ahead(item)
+                        measurement = evaluator.start(variant, problem, compiled)
+                        try:
+                            ask_ahead(item)
+                        finally:  # the worker answers before anything else is sent to it
+                            m = measurement()
+                    record = ledger.record(
+                        m, item.config, item.key, item.origin, result.trials, variant.fingerprint
+                    )
+                search.tell(item.trial, record.time_ms if record.status == Status.OK else None, record)
+                untold.clear()
+                result.trials += 1
+                if record.status != Status.OK:
+                    result.failures[record.status] += 1
+                self.listener(
+                    "trial",
+                    {
+                        "label": label,
+                        "trial": record,
+                        "done": result.trials,
+                        "total": total,
+                        "failures": dict(result.failures),
+                    },
                 )
-            search.tell(item.trial, record.time_ms if record.status == Status.OK else None, record)
-            result.trials += 1
-            if record.status != Status.OK:
-                result.failures[record.status] += 1
-            self.listener(
-                "trial",
-                {
-                    "label": label,
-                    "trial": record,
-                    "done": result.trials,
-                    "total": total,
-                    "failures": dict(result.failures),
-                },
-            )
-        for item in pending:  # asked but not needed: budget, time or Ctrl-C
-            if item.future is not None:
-                item.future.cancel()
+        finally:  # asked but not measured (budget, time, Ctrl-C, an error): given back
+            _give_back(search, [*untold, *pending])
 
         result.interrupted = self.stop.requested
         if self.shared:
@@ -499,6 +509,17 @@ class Tuner:
         result = ProblemResult(problem, self._label(problem))
         result.trials, result.failures = ledger.counted()
         return summarise(ledger, result)
+
+
+def _give_back(search: Any, items: list[_Pending]) -> None:
+    """Points asked and not measured: their compiles cancelled, their claims given back
+    (a shared search's other workers may take them). Best effort: where the database is
+    gone, the other workers give the claims back once this run's lease is."""
+    for item in items:
+        if item.future is not None:
+            item.future.cancel()
+        with contextlib.suppress(AutotuneError):
+            search.release(item.trial)
 
 
 def _seed_offset(problem: Problem) -> int:

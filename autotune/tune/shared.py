@@ -12,7 +12,13 @@ already holds it (measured by a worker, being measured, or measured before and a
 to the study from our tables). Points given up, and points the device cannot run, are
 told as FAIL with a `skipped` attribute saying why; the sampler learns nothing from
 them and no budget counts them. `--trials` counts the points the workers claimed,
-all of them together."""
+all of them together.
+
+A claim names the worker's run. Points a worker asked but will not measure (its budget
+or time spent, Ctrl-C, an error) are given back as it stops (`release`); the claims of a
+worker that died without giving them back (killed, its machine gone) are given back by
+the next worker to ask, once that worker's run lease is gone (`LEASE_STALE_S`, at once
+for a process of the same host). Neither holds a point nor counts in the budget."""
 
 from __future__ import annotations
 
@@ -31,9 +37,11 @@ from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
 from autotune.store import Store, config_key
 from autotune.store.locks import advisory_lock
+from autotune.tune.control import LEASE_STALE_S
 from autotune.tune.studies import MAX_SKIPS, database_errors, distributions, measured_attributes
 
 SHARED_SAMPLERS = ("gp", "tpe", "random")
+CLAIMED_BY = "claimed_by_run"  # the user attribute naming the run whose worker claimed a point
 T = TypeVar("T")
 
 
@@ -101,8 +109,11 @@ class SharedSearch:
         budget: int | None,
         seed: int = 0,
         violations: Callable[[Config], int] | None = None,
+        run_id: int | None = None,
     ) -> None:
+        """`run_id`: this worker's run, which its claims name."""
         self.store, self.study, self.space, self.valid, self.budget = store, study, space, valid, budget
+        self.run_id = run_id
         self.violations = violations  # rules a config breaks: steers repairs (see `next_bases`)
         self.distributions = distributions(space)
         self.random = random.Random(
@@ -132,17 +143,16 @@ class SharedSearch:
             config = self.space.complete(trial.params)
             usable = self.valid(config)
             with self._lock():
-                trials = self.study.get_trials(deepcopy=False)
-                if (
-                    self.budget is not None
-                    and sum(1 for t in trials if t.user_attrs.get("claimed")) >= self.budget
-                ):
+                trials = self._release_orphans(self.study.get_trials(deepcopy=False))
+                if self.budget is not None and sum(1 for t in trials if _counts(t)) >= self.budget:
                     self._skip(trial, "budget spent")
                     return None
                 holding = [t for t in trials if t.number != trial.number and _holds_point(t)]
                 held = {config_key(t.params) for t in holding}
                 if usable and config_key(config) not in held:
                     trial.set_user_attr("claimed", True)
+                    if self.run_id is not None:
+                        trial.set_user_attr(CLAIMED_BY, self.run_id)
                     return trial, config
             self._skip(trial, "taken" if usable else "invalid")
             measured_or_claimed = [t.params for t in holding if t.state != optuna.trial.TrialState.FAIL]
@@ -189,9 +199,39 @@ class SharedSearch:
         else:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
+    @_database_errors
+    def release(self, trial: optuna.trial.Trial) -> None:
+        """Give back a point this worker claimed and will not measure: it holds nothing
+        and counts in no budget; another worker may take it."""
+        self._skip(trial, "released")
+
     def _skip(self, trial: optuna.trial.Trial, why: str) -> None:
         trial.set_user_attr("skipped", why)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _release_orphans(self, trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+        """The study's trials, once the claims of workers that are gone are given back
+        (called under the study's lock)."""
+        claims = {
+            t.number: t.user_attrs[CLAIMED_BY]
+            for t in trials
+            if t.state == optuna.trial.TrialState.RUNNING
+            and _counts(t)
+            and t.user_attrs.get(CLAIMED_BY, self.run_id) != self.run_id
+        }
+        gone = self.store.runs_gone(set(claims.values()), LEASE_STALE_S)
+        orphans = [t for t in trials if claims.get(t.number) in gone]
+        storage = self.study._storage
+        for trial in orphans:
+            storage.set_trial_user_attr(trial._trial_id, "skipped", "its worker stopped")
+            storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+        return self.study.get_trials(deepcopy=False) if orphans else trials
+
+
+def _counts(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a trial is a point a worker claimed and did not give back: it counts in
+    the shared budget."""
+    return bool(trial.user_attrs.get("claimed")) and not trial.user_attrs.get("skipped")
 
 
 def _holds_point(trial: optuna.trial.FrozenTrial) -> bool:

@@ -6,7 +6,9 @@
 
 A search spends each trial asking the sampler, rendering, measuring in the worker and
 recording. This times the worker's part in this process, as `autotune.session.Session`
-runs it, for the conv2d presets that are valid on the device (up to `--configs`): the
+runs it: first its preparation for a problem it has not measured yet (the seeded data,
+the float64 reference and tolerance, the buffers; beside it the reference alone computed
+as one FFT on one core), then for the conv2d presets that are valid on the device (up to `--configs`): the
 program built from its binary, the output buffer filled, the first run and its read back,
 the check against the reference (as the session does it, a block at a time, and as one
 NumPy expression over the whole output, as it did before), and the timed runs. Then the
@@ -51,12 +53,23 @@ def main() -> int:
     session = Session(args.device)
     cl = session.cl
     print(f"{device.name}, {width}x{height} output, float32, medians in ms\n")
+    from autotune.families.conv2d import problem as conv2d_problem
+
     phases = ["build", "fill", "first run", "read back", "check (blocks)", "check (whole)", "timed runs"]
-    print(f"| F | configs | {' | '.join(phases)} | ask | tell |")
-    print("|---|---|" + "---|" * (len(phases) + 2))
+    columns = ["first visit", "reference, one FFT on one core", "configs", *phases, "ask", "tell"]
+    print(f"| F | {' | '.join(columns)} |")
+    print("|---|" + "---|" * len(columns))
     for filter_width in parse_filter_widths(args.filter_width):
         problem = Conv2DProblem(filter_width, width, height)
+        started = time.perf_counter()
         session._prepare(problem)
+        first_visit = (time.perf_counter() - started) * 1e3
+        bands, cores = conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem._cores
+        conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem._cores = 1 << 30, lambda: 1
+        started = time.perf_counter()
+        problem.reference()
+        one_fft = (time.perf_counter() - started) * 1e3
+        conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem._cores = bands, cores
         spent: dict[str, list[float]] = defaultdict(list)
         configs = CONV2D.presets_for(problem, device)[: args.configs]
         for config in configs:
@@ -85,7 +98,9 @@ def main() -> int:
         ask, tell = sampler_costs(problem, device)
         cells = [f"{statistics.median(spent[name]):.1f}" for name in phases]
         print(
-            f"| {filter_width} | {len(configs)} | {' | '.join(cells)} | {ask:.1f} | {tell:.1f} |", flush=True
+            f"| {filter_width} | {first_visit:.0f} | {one_fft:.0f} | {len(configs)} | {' | '.join(cells)} "
+            f"| {ask:.1f} | {tell:.1f} |",
+            flush=True,
         )
     return 0
 

@@ -221,3 +221,30 @@ def test_a_session_keeps_the_references_of_problems_it_comes_back_to(monkeypatch
     session._prepare(first)
     assert session.reference is not kept
     assert list(session.answers) == [first]
+
+
+@pytest.mark.parametrize(
+    ("image_shape", "filter_shape", "band_rows"),
+    [((97, 61), (5, 5), 16), ((130, 40), (9, 4), 24), ((50, 300), (1, 33), 8), ((23, 23), (8, 3), 512)],
+)
+def test_large_references_by_bands_of_rows_equal_the_direct_sum(
+    monkeypatch, image_shape, filter_shape, band_rows
+):
+    """The reference of large problems is computed by FFT in bands of output rows (in
+    threads); every band, the last short one too, equals the direct float64 sum."""
+    import numpy as np
+
+    from autotune.families.conv2d import problem
+
+    monkeypatch.setattr(problem, "FFT_BLOCK_ROWS", band_rows)
+    rng = np.random.default_rng(11)
+    image, filt = rng.uniform(-1, 1, image_shape), rng.uniform(-1, 1, filter_shape)
+    rows, columns = filter_shape
+    out_h, out_w = image_shape[0] - rows + 1, image_shape[1] - columns + 1
+    expected = np.zeros((out_h, out_w))
+    for r in range(rows):
+        for c in range(columns):
+            expected += filt[r, c] * image[r : r + out_h, c : c + out_w]
+    ours = problem._correlate_by_blocks(image, filt, out_h, out_w)
+    assert ours.shape == (out_h, out_w)
+    np.testing.assert_allclose(ours, expected, rtol=0, atol=1e-12)

@@ -20,6 +20,7 @@ from autotune.families.image import (
     FLOAT32_EPS,
     FilteredImage,
     check_pixels,
+    drawn_once,
     pad_for_border,
     rounding_error,
     saturated,
@@ -142,6 +143,7 @@ class Conv2DProblem(FilteredImage, Problem):
         batch = (self.frames,) if self.frames > 1 else ()
         return (*batch, height, width) + ((self.channels,) if self.channels > 1 else ())
 
+    @drawn_once
     def data(self) -> tuple[np.ndarray, np.ndarray]:
         """Seeded input image and filter. Float pixels and the filter are uniform in
         [-1, 1); integer pixels span their type, and for integer output the filter

@@ -16,6 +16,7 @@ from autotune.families.image import (
     FLOAT32_EPS,
     FilteredImage,
     check_pixels,
+    drawn_once,
     pad_for_border,
     rounding_error,
     saturated,
@@ -68,6 +69,7 @@ class SeparableProblem(FilteredImage, Problem):
         each tile are overhead, not counted)."""
         return 2 * 2 * self.rank * self.filter_width * self.out_width * self.out_height
 
+    @drawn_once
     def data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Seeded image and taps (rank x F each). Float pixels and taps are uniform in
         [-1, 1); integer pixels span their type, and for integer output every term's

@@ -91,6 +91,13 @@ def one_knob_neighbours(centre: Point, sizes: Sequence[int]) -> list[Point]:
     ]
 
 
+def given_up(trial: optuna.trial.FrozenTrial) -> bool:
+    """A proposal given up without a measurement (FAIL, marked `skipped`). A COMPLETE
+    trial is always a measurement, whatever marks it: a shared search's worker judged gone
+    may still finish the point it claimed."""
+    return trial.state != TrialState.COMPLETE and bool(trial.user_attrs.get("skipped"))
+
+
 class GPSampler(optuna.samplers.BaseSampler):
     """The `gp` search as an Optuna sampler (module docstring).
 
@@ -205,7 +212,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         finished.sort(key=lambda t: (t.datetime_complete or t.datetime_start or _NEVER, t.number))
         for trial in finished:
             point = self.point_of(trial.params)
-            if point is None or trial.user_attrs.get("skipped"):
+            if point is None or given_up(trial):
                 continue
             value = trial.value if trial.state == TrialState.COMPLETE else None
             if value is not None and not value > 0:

@@ -265,8 +265,8 @@ class Search:
         self._note(self._point(trial.params), value)
 
     def release(self, trial: optuna.trial.Trial) -> None:
-        """A point asked and not to be measured (the budget or time spent, a stop): no
-        longer in flight, nothing learnt."""
+        """A point asked and not to be measured (a stop, an error): no longer in flight,
+        nothing learnt."""
         self.in_flight.discard(self._point(trial.params))
         self._skip(trial, "released")
 

@@ -55,7 +55,8 @@ def halide_correlate(
     pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(autoscheduler, {"parallelism": str(threads)}))
     pipeline.compile_jit(target)
     # Halide buffers index x first: numpy's (rows, columns) arrays are (x, y) buffers as they lie.
-    image_buffer, taps_buffer = hl.Buffer(image), hl.Buffer(np.ascontiguousarray(filt))
+    # (Halide wraps writable arrays only: a problem's seeded data is read-only.)
+    image_buffer, taps_buffer = hl.Buffer(np.array(image)), hl.Buffer(np.array(filt))
     result = hl.Buffer(hl.Float(32), [out_w, out_h])
 
     def call() -> np.ndarray:

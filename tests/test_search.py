@@ -18,6 +18,7 @@ from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.samplers import GPSampler, one_knob_neighbours
 from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
+from autotune.store import lease_owner
 from tests.conftest import GPU_LIMITS, ROOT, cli_json, run_cli
 
 SMALL = ["-d", "0", "-s", "40x24"]
@@ -986,7 +987,7 @@ def test_a_second_identical_search_never_measures_the_running_one(tmp_path):
         assert second.returncode == 1, err
         assert "run 1 is this same search, being measured now by" in err and "--fresh" in err
         owners = rows(path, "SELECT owner FROM autotune_runs")
-        assert owners == [(f"{os.uname().nodename}:{first.pid}",)]
+        assert owners == [(lease_owner(first.pid),)]
         assert rows(path, "SELECT COUNT(*) FROM autotune_runs") == [(1,)]
         assert {run for (run,) in rows(path, "SELECT DISTINCT run_id FROM autotune_trials")} == {1}
         measured = rows(
@@ -1003,9 +1004,7 @@ def test_a_second_identical_search_never_measures_the_running_one(tmp_path):
     assert result.returncode == 0 and "resuming run" not in result.stderr  # another key: 20 trials
     resumed = _start_search(path, 400)
     deadline = time.monotonic() + 120
-    while rows(path, "SELECT owner FROM autotune_runs WHERE id = 1") != [
-        (f"{os.uname().nodename}:{resumed.pid}",)
-    ]:
+    while rows(path, "SELECT owner FROM autotune_runs WHERE id = 1") != [(lease_owner(resumed.pid),)]:
         assert time.monotonic() < deadline and resumed.poll() is None, "the run was not taken over"
         time.sleep(0.2)
     # interrupted once it measures (it says it resumes between taking the run and measuring)
@@ -1028,9 +1027,7 @@ def test_the_same_search_started_twice_at_once_opens_one_run(tmp_path):
         _, err = refused.communicate(timeout=30)
         assert refused.returncode == 1 and "being measured now by" in err, err
         assert running.poll() is None
-        assert rows(path, "SELECT id, owner FROM autotune_runs") == [
-            (1, f"{os.uname().nodename}:{running.pid}")
-        ]
+        assert rows(path, "SELECT id, owner FROM autotune_runs") == [(1, lease_owner(running.pid))]
     finally:
         for process in (first, second):
             if process.poll() is None:

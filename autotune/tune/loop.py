@@ -334,10 +334,10 @@ class Tuner:
                 key = config_key(config)
                 item = _Pending(optuna_trial, config, key, queued.pop(key, Origin.SAMPLER))
                 ahead = [*pending, measuring] if measuring is not None else pending
+                pending.append(item)  # before rendering: given back if anything below fails
                 if key not in ledger.first and all(p.key != key for p in ahead):
                     item.variant = family.render(config, problem)
                     item.future = self._compile_ahead(item.variant)
-                pending.append(item)
 
         untold: list[_Pending] = []  # the point being measured, until it is told
         try:
@@ -384,7 +384,7 @@ class Tuner:
                         "failures": dict(result.failures),
                     },
                 )
-        finally:  # asked but not measured (budget, time, Ctrl-C, an error): given back
+        finally:  # asked but not measured (a stop, an error): given back
             _give_back(search, [*untold, *pending])
 
         result.interrupted = self.stop.requested
@@ -513,12 +513,15 @@ class Tuner:
 
 def _give_back(search: Any, items: list[_Pending]) -> None:
     """Points asked and not measured: their compiles cancelled, their claims given back
-    (a shared search's other workers may take them). Best effort: where the database is
-    gone, the other workers give the claims back once this run's lease is."""
+    (a shared search's other workers may take them). Best effort, and never in place of
+    the error that ended the loop: a point told just before a second Ctrl-C cannot be
+    given back, and where the database is gone the other workers give the claims back
+    once this run's lease is."""
     for item in items:
         if item.future is not None:
             item.future.cancel()
-        with contextlib.suppress(AutotuneError):
+    for item in items:
+        with contextlib.suppress(Exception):
             search.release(item.trial)
 
 

@@ -22,6 +22,7 @@ for a process of the same host). Neither holds a point nor counts in the budget.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ import optuna
 
 from autotune.errors import UsageError
 from autotune.outcomes import Status
-from autotune.samplers import GPSampler
+from autotune.samplers import GPSampler, given_up
 from autotune.search import DEFAULT_SAMPLER, STARTUP_TRIALS, repair_point
 from autotune.search_options import SearchOptions
 from autotune.space import Config, SearchSpace
@@ -150,9 +151,9 @@ class SharedSearch:
                 holding = [t for t in trials if t.number != trial.number and _holds_point(t)]
                 held = {config_key(t.params) for t in holding}
                 if usable and config_key(config) not in held:
-                    trial.set_user_attr("claimed", True)
-                    if self.run_id is not None:
+                    if self.run_id is not None:  # first: a claim that names no run is never given back
                         trial.set_user_attr(CLAIMED_BY, self.run_id)
+                    trial.set_user_attr("claimed", True)
                     return trial, config
             self._skip(trial, "taken" if usable else "invalid")
             measured_or_claimed = [t.params for t in holding if t.state != optuna.trial.TrialState.FAIL]
@@ -190,14 +191,20 @@ class SharedSearch:
 
     @_database_errors
     def tell(self, trial: optuna.trial.Trial, value: float | None, record: Any = None) -> None:
-        if record is not None:
-            for key, attribute in measured_attributes(record).items():
-                trial.set_user_attr(key, attribute)
-        ok = value is not None and (record is None or record.status == Status.OK)
-        if ok:
-            self.study.tell(trial, value)
-        else:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        """The point's measurement, as the study's trial; nothing where another worker
+        gave the claim back meanwhile (it judged this one gone: a clock far off, say):
+        the measurement is in our tables, and the point is free to measure again."""
+        try:
+            if record is not None:
+                for key, attribute in measured_attributes(record).items():
+                    trial.set_user_attr(key, attribute)
+            ok = value is not None and (record is None or record.status == Status.OK)
+            if ok:
+                self.study.tell(trial, value)
+            else:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass
 
     @_database_errors
     def release(self, trial: optuna.trial.Trial) -> None:
@@ -223,19 +230,22 @@ class SharedSearch:
         orphans = [t for t in trials if claims.get(t.number) in gone]
         storage = self.study._storage
         for trial in orphans:
-            storage.set_trial_user_attr(trial._trial_id, "skipped", "its worker stopped")
-            storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+            # Marked first, then failed: a worker judged gone that tells its point in
+            # between leaves it COMPLETE, a measurement all the same (`given_up`).
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                storage.set_trial_user_attr(trial._trial_id, "skipped", "its worker stopped")
+                storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
         return self.study.get_trials(deepcopy=False) if orphans else trials
 
 
 def _counts(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether a trial is a point a worker claimed and did not give back: it counts in
     the shared budget."""
-    return bool(trial.user_attrs.get("claimed")) and not trial.user_attrs.get("skipped")
+    return bool(trial.user_attrs.get("claimed")) and not given_up(trial)
 
 
 def _holds_point(trial: optuna.trial.FrozenTrial) -> bool:
     """Whether a trial of the study stands for a measurement of its point: claimed by a
     worker, or added from our tables; not one given up."""
     attrs = trial.user_attrs
-    return not attrs.get("skipped") and (attrs.get("claimed") or "trial_id" in attrs)
+    return not given_up(trial) and bool(attrs.get("claimed") or "trial_id" in attrs)

@@ -25,6 +25,7 @@ from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
 from autotune.outcomes import Status, first_measurement, known_status
+from autotune.samplers import given_up
 from autotune.store import Store, Trial
 from autotune.store.engine import failure
 from autotune.store.locks import OPTUNA_TABLES_LOCK, advisory_lock
@@ -130,9 +131,7 @@ class StudyMirror:
             with advisory_lock(store.engine, f"shared study {self.study.study_name}"):
                 held = self.study.get_trials(deepcopy=False)
                 known = {t.user_attrs.get("trial_id") for t in held}
-                claimed = [
-                    t.params for t in held if t.user_attrs.get("claimed") and not t.user_attrs.get("skipped")
-                ]
+                claimed = [t.params for t in held if t.user_attrs.get("claimed") and not given_up(t)]
                 for trial in trials:
                     if trial.id not in known and self.family.read_config(trial.config) not in claimed:
                         self.add(trial)

@@ -227,8 +227,8 @@ def _correlate_by_blocks(image: np.ndarray, filt: np.ndarray, out_h: int, out_w:
     """Large problems: bands of output rows, each a circular convolution of its image rows
     (zero-padded to FFT-friendly sizes) with the flipped filter, whose 'valid' part the
     wrap-around leaves untouched; the bands in threads (NumPy's FFT releases the GIL).
-    A search computes this once per problem before its first kernel is timed: 4096x4096
-    took 1.5-2 s as one FFT on one core."""
+    A search computes this once per problem before its first kernel is timed, where one FFT
+    of the whole image on one core took seconds (BENCHMARKS.md, "A problem's first visit")."""
     rows, columns = filt.shape
     step = max(FFT_BLOCK_ROWS, 4 * (rows - 1)) - rows + 1  # output rows per band
     width = _fft_size(image.shape[1])
@@ -272,10 +272,13 @@ def _fft_size(n: int) -> int:
 
 
 def _cores() -> int:
+    """Threads for the bands: the cores this process may use, at most 16 (each band holds
+    a few arrays of its size)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return min(cores, 16)
 
 
 def tolerance(image: np.ndarray, filt: np.ndarray) -> float:

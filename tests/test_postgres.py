@@ -277,6 +277,21 @@ def _workers(url: str, landscape, trials: int, count: int, mode: str, sampler: s
     return outputs
 
 
+def _measured_points(url: str) -> list[tuple[str, int]]:
+    """Each point measured (first measurements, not cached answers, re-timings or points
+    refused before compiling) and how many times."""
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            sa.text(
+                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
+                "AND status != 'invalid' GROUP BY config_key"
+            )
+        ).all()
+    engine.dispose()
+    return [tuple(row) for row in rows]
+
+
 @pytest.mark.parametrize("sampler", ["tpe", "gp"])
 def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_path, sampler):
     """Four processes share the search of one (device, problem) of a replayed landscape
@@ -289,14 +304,9 @@ def test_four_workers_share_one_search_and_measure_no_point_twice(database, tmp_
     optimum = load(landscape).optimum
     budget = 120
     _workers(database, landscape, budget, 4, "shared", sampler)
+    keys = _measured_points(database)
     engine = sa.create_engine(database)
     with engine.connect() as connection:
-        keys = connection.execute(
-            sa.text(
-                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
-                "AND status != 'invalid' GROUP BY config_key"
-            )
-        ).all()
         best = connection.execute(sa.text("SELECT time_ms FROM autotune_best")).scalar()
         runs = connection.execute(sa.text("SELECT COUNT(*) FROM autotune_runs")).scalar()
     engine.dispose()
@@ -320,15 +330,7 @@ def test_shared_search_from_the_command_line(database, tmp_path):
     for worker in workers:
         _, err = worker.communicate(timeout=300)
         assert worker.returncode == 0, err
-    engine = sa.create_engine(database)
-    with engine.connect() as connection:
-        keys = connection.execute(
-            sa.text(
-                "SELECT config_key, COUNT(*) FROM autotune_trials WHERE origin NOT IN ('cached', 'retime') "
-                "AND status != 'invalid' GROUP BY config_key"
-            )
-        ).all()
-    engine.dispose()
+    keys = _measured_points(database)
     assert len(keys) == 12 and all(count == 1 for _, count in keys), keys
     (study,) = [s for s in listed_studies(database) if " F=3 " in s["name"]]
     for args, says in (
@@ -411,16 +413,8 @@ def test_a_killed_workers_claim_is_given_back_and_the_budget_still_measured(data
     assert not [attrs for state, attrs in trials if state == "RUNNING"]
     given_back = [attrs for state, attrs in trials if attrs.get("skipped") == "its worker stopped"]
     assert [attrs["claimed_by_run"] for attrs in given_back] == [left["claimed_by_run"]]
-    engine = sa.create_engine(database)
-    with engine.connect() as connection:
-        measured = connection.execute(
-            sa.text(
-                "SELECT COUNT(DISTINCT config_key) FROM autotune_trials "
-                "WHERE origin NOT IN ('cached', 'retime') AND status != 'invalid'"
-            )
-        ).scalar()
-    engine.dispose()
-    assert measured == budget  # the killed worker's first five, then the second worker's
+    measured = _measured_points(database)  # the killed worker's first five, then the second worker's
+    assert len(measured) == budget and all(count == 1 for _, count in measured)
 
 
 def test_a_shared_search_stopped_with_ctrl_c_gives_back_the_points_it_asked_ahead(database, tmp_path):

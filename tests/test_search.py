@@ -1213,7 +1213,7 @@ def test_a_shared_search_takes_a_known_points_neighbour_where_valid_points_are_r
     space = SearchSpace.from_dict(NEEDLE)
     search = SharedSearch(
         None,  # type: ignore[arg-type] - a repair reads no table
-        optuna.create_study(),
+        optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0)),  # seeds the repair's draws
         space,
         _next_to_zero,
         budget=None,

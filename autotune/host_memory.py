@@ -84,7 +84,8 @@ def fetch(queue: Any, buffer: Any, array: np.ndarray) -> None:
 
 
 def copy_threads() -> int:
-    """Threads a large host copy is split over: the cores this process may run on, at most 8."""
+    """Threads a large host copy (or a large reference's bands, `correlate_valid`) is split
+    over: the cores this process may run on, at most 8."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(8, cores))
 

@@ -64,14 +64,14 @@ def main() -> int:
         started = time.perf_counter()
         session._prepare(problem)
         first_visit = (time.perf_counter() - started) * 1e3
-        bands, cores = conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem._cores
-        conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem._cores = 1 << 30, lambda: 1
+        bands, cores = conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem.copy_threads
+        conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem.copy_threads = 1 << 30, lambda: 1
         try:
             started = time.perf_counter()
             problem.reference()
             one_fft = (time.perf_counter() - started) * 1e3
         finally:
-            conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem._cores = bands, cores
+            conv2d_problem.FFT_BLOCK_ROWS, conv2d_problem.copy_threads = bands, cores
         spent: dict[str, list[float]] = defaultdict(list)
         configs = CONV2D.presets_for(problem, device)[: args.configs]
         for config in configs:

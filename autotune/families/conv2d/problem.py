@@ -7,7 +7,6 @@ another path)."""
 from __future__ import annotations
 
 import functools
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
@@ -25,6 +24,7 @@ from autotune.families.image import (
     rounding_error,
     saturated,
 )
+from autotune.host_memory import copy_threads
 
 MAX_CHANNELS = 4
 
@@ -250,7 +250,7 @@ def _correlate_by_blocks(image: np.ndarray, filt: np.ndarray, out_h: int, out_w:
         full = np.fft.irfft2(np.fft.rfft2(piece, s=shape) * spectra[shape[0]], s=shape)
         out[start:stop] = full[rows - 1 : piece.shape[0], columns - 1 : image.shape[1]]
 
-    with ThreadPoolExecutor(min(len(starts), _cores())) as pool:
+    with ThreadPoolExecutor(min(len(starts), copy_threads())) as pool:
         list(pool.map(band, starts))
     return out
 
@@ -269,16 +269,6 @@ def _fft_size(n: int) -> int:
             three *= 3
         five *= 5
     return best
-
-
-def _cores() -> int:
-    """Threads for the bands: the cores this process may use, at most 16 (each band holds
-    a few arrays of its size)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return min(cores, 16)
 
 
 def tolerance(image: np.ndarray, filt: np.ndarray) -> float:

@@ -141,6 +141,56 @@ def test_tiles_that_read_the_next_tiles_rows_ahead_verify(separable_evaluator, b
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+# (border, pixel type, filter width, rank, output size, knobs): widths whose staged rows
+# start 4-pixel aligned inside the image (vectors read whole) and widths that never do.
+STAGE_VECTOR_CASES = [
+    ("none", "float32", 5, 1, (64, 70), {"tiles_down": 4, "prefetch": True}),
+    ("none", "uint8", 3, 2, (45, 33), {"tiles_down": 2}),
+    ("constant", "uint16", 9, 1, (71, 40), {"tiles_down": 4, "prefetch": True}),
+    ("replicate", "float16", 9, 2, (64, 37), {}),
+    ("reflect", "int16", 5, 1, (36, 53), {"work_x": 2, "tiles_down": 8, "prefetch": True}),
+    ("mirror", "uint8", 17, 1, (76, 45), {"tiles_down": 2, "prefetch": True}),
+    ("wrap", "float64", 9, 1, (3, 90), {"tiles_down": 4, "prefetch": True}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,width,rank,size,changes", STAGE_VECTOR_CASES)
+def test_tiles_staged_in_vectors_of_four_pixels_verify(
+    separable_evaluator, border, dtype, width, rank, size, changes
+):
+    """`stage_vectors`: a work-group whose staged columns lie inside the image and start
+    aligned reads them as vectors; the others (the image's edges, unaligned widths, a
+    filter's odd anchor) fill each vector pixel by pixel, through the border for 'same'."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config = SEPARABLE.space.complete(
+        config | {"local_x": 4, "local_y": 4, "work_y": 4, "stage_vectors": True} | changes
+    )
+    anchor = -1 if border == "none" else width // 2
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
+    )
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
+    variant = SEPARABLE.render(config, problem)
+    assert "vector_columns" in variant.source
+    result = separable_evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
+def test_a_wrong_vector_read_is_caught(separable_evaluator):
+    """The vector path runs where it can: a vector read from the wrong columns fails."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config = SEPARABLE.space.complete(
+        config | {"local_x": 4, "local_y": 4, "work_y": 4, "stage_vectors": True}
+    )
+    problem = SeparableProblem(5, 1, 60, 30, "float32", seed=2)  # rows of 64 floats
+    variant = SEPARABLE.render(config, problem)
+    assert separable_evaluator.measure(variant, problem).status.value == "ok"
+    broken = variant.source.replace("in_width + x0 + c)", "in_width + x0 + c + 4)", 1)
+    assert broken != variant.source
+    wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
+
+
 def test_the_walk_prefetch_preset_walks_many_tiles_and_verifies(separable_evaluator):
     """The preset's 32-row tiles walk 16 down: tall images take it through many steps, one
     walk ending inside the image (300 rows) and one group of a single step (530 rows)."""

@@ -53,9 +53,10 @@ def main() -> int:
                     )
                 else:
                     problem = SeparableProblem(width, rank, *GPU_IMAGE, **pixels)
-                    if SEPARABLE.violations(config, problem):
+                    completed = SEPARABLE.space.complete(config)
+                    if SEPARABLE.space.violations(completed, problem.key(), info):
                         continue
-                    variant = SEPARABLE.render(config, problem)
+                    variant = SEPARABLE.render(completed, problem)
                     label = f"rank {rank} " + json.dumps(config, sort_keys=True, separators=(",", ":"))
                 program = cl.Program(context, variant.source).build(options=["-cl-nv-verbose"])
                 log = program.get_build_info(device, cl.program_build_info.LOG)

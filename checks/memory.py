@@ -266,6 +266,19 @@ def _separable_cases() -> list[Case]:
         config = {**base, "cache_input": True, "tiles_down": 4, "prefetch": True, **changes}
         key = {"filter_width": 4, "rank": 2, "out_width": 19, "out_height": 37, "dtype": "float32"}
         out.append(("separable", space.complete(config), key | {"border": "mirror", "anchor": 2}))
+    # Tiles staged in vectors of 4 pixels, 'valid' and every border: groups whose columns
+    # are read as whole vectors (rows of 32 or 48 pixels, anchor 4) and groups at the edges.
+    for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
+        config = {**base, "cache_input": True, "row_columns": "transposed", "work_x": 4, "row_window": 4}
+        config |= {"row_loads": 4, "stage_vectors": True}
+        if number % 2:
+            config |= {"tiles_down": 4, "prefetch": True}
+        dtype = pixel_types[(number + 1) % len(pixel_types)]
+        filter_width, out_width = (5, 28) if border == "none" else (9, 48)
+        key = {"filter_width": filter_width, "rank": 1 + number % 2, "out_width": out_width, "out_height": 21}
+        key |= {"dtype": dtype, "out_dtype": dtype, "border": border}
+        key |= {"anchor": 4} if border != "none" else {}
+        out.append(("separable", space.complete(config), key))
     # Two launches, each pixel type: rows read as vectors (13 outputs: rows 16 pixels wide,
     # 4-pixel aligned), and columns as float4s with outputs stored as vectors (16 outputs).
     for dtype in pixel_types:

@@ -191,6 +191,21 @@ def test_a_wrong_vector_read_is_caught(separable_evaluator):
     assert wrong.status.value == "wrong_result"
 
 
+def test_tiles_inside_the_output_store_unchecked_and_verify(separable_evaluator):
+    """A tile wholly inside the output stores without per-output checks (the others check
+    each output): a wrong index there fails."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config = SEPARABLE.space.complete(config | {"local_x": 4, "local_y": 4, "work_x": 2, "tiles_down": 4})
+    problem = SeparableProblem(5, 1, 64, 70, "float32", seed=1)  # tiles of 8 columns: all inside
+    variant = SEPARABLE.render(config, problem)
+    assert separable_evaluator.measure(variant, problem).status.value == "ok"
+    first = "const int first = (y0 + ly * WORK_Y) * out_width + x0 + lx;"
+    broken = variant.source.replace(first, first.replace("+ lx;", "+ lx + 1;"), 1)
+    assert broken != variant.source
+    wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
+
+
 def test_the_walk_prefetch_preset_walks_many_tiles_and_verifies(separable_evaluator):
     """The preset's 32-row tiles walk 16 down: tall images take it through many steps, one
     walk ending inside the image (300 rows) and one group of a single step (530 rows)."""

@@ -65,8 +65,8 @@ def torch_batch(problem: Conv2DProblem) -> Callable[[], float] | None:
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
     image, filt = problem.data()
-    frames = torch.from_numpy(image).cuda().reshape(problem.frames, 1, *image.shape[-2:])
-    weights = torch.from_numpy(filt).cuda()[None, None]
+    frames = torch.from_numpy(np.array(image)).cuda().reshape(problem.frames, 1, *image.shape[-2:])
+    weights = torch.from_numpy(np.array(filt)).cuda()[None, None]
     before, after = problem.anchor_column, problem.filter_width - 1 - problem.anchor_column
 
     def run() -> Any:

@@ -17,8 +17,8 @@ def torch_correlate(image: np.ndarray, filt: np.ndarray, threads: int) -> Callab
     import torch
 
     torch.set_num_threads(threads)
-    batch = torch.from_numpy(image)[None, None]
-    weights = torch.from_numpy(np.ascontiguousarray(filt))[None, None]
+    batch = torch.from_numpy(np.array(image))[None, None]
+    weights = torch.from_numpy(np.array(filt))[None, None]
 
     def call() -> np.ndarray:
         with torch.inference_mode():

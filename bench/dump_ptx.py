@@ -63,7 +63,10 @@ def main() -> int:
                 else:
                     completed = SEPARABLE.space.complete(config)
                     problem = SeparableProblem(width, rank, *GPU_IMAGE, **pixels)
-                    if SEPARABLE.space.violations(completed, problem.key(), info):
+                    reasons = SEPARABLE.space.violations(completed, problem.key(), info)
+                    if reasons:
+                        label = json.dumps(config, sort_keys=True)
+                        print(f"F={width} rank {rank} {label}: invalid: {reasons[0]}", flush=True)
                         continue
                     variant = SEPARABLE.render(completed, problem)
                 program = cl.Program(context, variant.source).build()

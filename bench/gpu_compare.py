@@ -23,6 +23,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
+import numpy as np
 from bench_common import add_roofline_options, roofline_ms, tuned_configs
 from copy_ceiling import ceiling_ms, copy_timer
 
@@ -80,8 +81,8 @@ def peers(image, filt) -> dict[str, Callable[[], float]]:  # noqa: ANN001 - nump
             torch.backends.cudnn.benchmark = True
             torch.backends.cudnn.allow_tf32 = False
             torch.backends.cuda.matmul.allow_tf32 = False
-            x = torch.from_numpy(image).cuda()[None, None]
-            w = torch.from_numpy(filt).cuda()[None, None]
+            x = torch.from_numpy(np.array(image)).cuda()[None, None]
+            w = torch.from_numpy(np.array(filt)).cuda()[None, None]
             timer = cuda_timer(torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True))
             found["cuDNN conv2d"] = lambda timer=timer: timer(lambda: torch.nn.functional.conv2d(x, w))
     except Exception:  # noqa: BLE001

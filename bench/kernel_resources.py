@@ -54,7 +54,10 @@ def main() -> int:
                 else:
                     problem = SeparableProblem(width, rank, *GPU_IMAGE, **pixels)
                     completed = SEPARABLE.space.complete(config)
-                    if SEPARABLE.space.violations(completed, problem.key(), info):
+                    reasons = SEPARABLE.space.violations(completed, problem.key(), info)
+                    if reasons:
+                        label = json.dumps(config, sort_keys=True)
+                        print(f"F={width} rank {rank} {label}: invalid: {reasons[0]}", flush=True)
                         continue
                     variant = SEPARABLE.render(completed, problem)
                     label = f"rank {rank} " + json.dumps(config, sort_keys=True, separators=(",", ":"))

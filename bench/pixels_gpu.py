@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from bench_common import add_roofline_options, roofline_ms
 from copy_ceiling import ceiling_ms, copy_timer
 from gpu_compare import cuda_timer
@@ -73,8 +74,8 @@ def peers(problem: Conv2DProblem) -> dict[str, Callable[[], float]]:
         if torch.cuda.is_available():
             torch.backends.cudnn.benchmark = True
             torch.backends.cudnn.allow_tf32 = False
-            x = torch.from_numpy(image).cuda()[None, None]
-            w = torch.from_numpy(filt).cuda()[None, None]
+            x = torch.from_numpy(np.array(image)).cuda()[None, None]
+            w = torch.from_numpy(np.array(filt)).cuda()[None, None]
             timer = cuda_timer(torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True))
 
             def torch_run() -> Any:

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from bench_common import tuned_configs
 from gpu_compare import cuda_timer
 
@@ -130,7 +131,7 @@ def peers(problem: SeparableProblem, device: object) -> dict[str, Callable[[], f
         if torch.cuda.is_available():
             torch.backends.cudnn.benchmark = True
             torch.backends.cudnn.allow_tf32 = False
-            x = torch.from_numpy(image).cuda()[None, None]
+            x = torch.from_numpy(np.array(image)).cuda()[None, None]
             w = torch.from_numpy(full_filter(row_taps, column_taps).astype("float32")).cuda()[None, None]
             timer = cuda_timer(torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True))
             found["cuDNN conv2d (full filter)"] = lambda timer=timer: timer(

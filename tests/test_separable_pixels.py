@@ -189,12 +189,26 @@ def test_tiles_staged_in_vectors_of_four_pixels_verify(
     assert result.status.value == ("wrong_result" if vectors else "ok"), result.error
 
 
-def test_tiles_inside_the_output_store_unchecked_and_verify(separable_evaluator):
-    """A tile wholly inside the output stores without per-output checks (the others check
-    each output): a wrong index there fails."""
-    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
-    config = SEPARABLE.space.complete(config | {"local_x": 4, "local_y": 4, "work_x": 2, "tiles_down": 4})
-    problem = SeparableProblem(5, 1, 64, 70, "float32", seed=1)  # tiles of 8 columns: all inside
+@pytest.mark.parametrize(
+    "changes,pixels",
+    [
+        ({"row_columns": "transposed", "row_window": 4, "row_loads": 4, "tiles_down": 4}, {}),
+        ({"row_columns": "strided", "work_y": 2}, {"dtype": "uint8", "out_dtype": "uint8"}),
+        ({"row_columns": "contiguous", "local_y": 1, "work_y": 4, "tiles_down": 4, "carry_rows": True}, {}),
+        (
+            {"row_columns": "contiguous"},
+            {"dtype": "uint8", "out_dtype": "float16", "border": "reflect", "anchor": 1},
+        ),
+    ],
+)
+def test_tiles_inside_the_output_store_unchecked_and_verify(separable_evaluator, changes, pixels):
+    """A tile wholly inside the output stores without per-output checks (the tiles at the
+    right and bottom edges check each output): a wrong index there fails."""
+    config = {"cache_input": True, "local_x": 4, "local_y": 4, "work_x": 2} | changes
+    config = SEPARABLE.space.complete(config)
+    pixels = dict(pixels)
+    problem = SeparableProblem(5, 1, 64, 70, pixels.pop("dtype", "float32"), seed=1, **pixels)
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
     variant = SEPARABLE.render(config, problem)
     assert separable_evaluator.measure(variant, problem).status.value == "ok"
     first = "const int first = (y0 + ly * WORK_Y) * out_width + x0 + lx;"

@@ -1,6 +1,7 @@
-"""What the bench scripts share: reading `--config` arguments, the roofline options and
-bound, the best stored convolution configs of a device, the registers and spills
-NVIDIA's compiler reports for a kernel, and wall times taken in interleaved rounds."""
+"""What the bench scripts share: reading `--config` arguments, choosing kernels to build
+by family, width and rank, the roofline options and bound, the best stored convolution
+configs of a device, the registers and spills NVIDIA's compiler reports for a kernel, and
+wall times taken in interleaved rounds."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,47 @@ def read_configs(texts: list[str]) -> list[dict]:
         data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
         configs += data if isinstance(data, list) else [data]
     return configs
+
+
+def add_kernel_options(parser: Any, filter_widths: str) -> None:
+    """The options that choose kernels to build: family, ranks, widths, configs, pixels."""
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--family", choices=["conv2d", "separable"], default="conv2d")
+    parser.add_argument("--rank", default="1", help="ranks, for the separable family")
+    parser.add_argument("--filter-width", default=filter_widths)
+    parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
+    parser.add_argument("--pixels", default="{}", help='problem fields, e.g. {"border": "mirror"}')
+
+
+def chosen_kernels(args: Any, device_info: Any) -> Iterator[tuple[str, KernelVariant]]:
+    """(label, kernel) for each width, rank and config the options name, on a 4096x4096
+    output; a separable config the device cannot run is printed with its reason instead."""
+    from autotune.families.conv2d import Conv2DProblem
+    from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths
+    from autotune.families.separable import SEPARABLE, SeparableProblem
+
+    pixels = json.loads(args.pixels)
+    ranks = [int(rank) for rank in args.rank.split(",")] if args.family == "separable" else [None]
+    for width in parse_filter_widths(args.filter_width):
+        for rank in ranks:
+            for config in read_configs(args.config):
+                if rank is None:
+                    variant = CONV2D.render(config, Conv2DProblem(width, *GPU_IMAGE, **pixels))
+                    c = variant.config
+                    label = (
+                        f"F={width} work {c['work_x']}x{c['work_y']} local {c['local_x']}x{c['local_y']} "
+                        f"unroll {c['unroll']} vector {c['vector']}"
+                    )
+                    yield label, variant
+                    continue
+                label = f"F={width} rank {rank} " + json.dumps(config, sort_keys=True, separators=(",", ":"))
+                problem = SeparableProblem(width, rank, *GPU_IMAGE, **pixels)
+                completed = SEPARABLE.space.complete(config)
+                reasons = SEPARABLE.space.violations(completed, problem.key(), device_info)
+                if reasons:
+                    print(f"{label}: invalid: {reasons[0]}", flush=True)
+                    continue
+                yield label, SEPARABLE.render(completed, problem)
 
 
 def tuned_configs(store: Any, device: Any, size: tuple[int, int]) -> dict[int, tuple[dict, str]]:

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import re
 import sys
 from pathlib import Path
 
-from bench_common import read_configs
+from bench_common import add_kernel_options, chosen_kernels
 
 from autotune.devices import open_device
-from autotune.families.conv2d import CONV2D, Conv2DProblem
-from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths
-from autotune.families.separable import SEPARABLE, SeparableProblem
 
 
 def instruction_counts(ptx: str) -> collections.Counter:
@@ -38,12 +34,7 @@ def instruction_counts(ptx: str) -> collections.Counter:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", type=int, default=0)
-    parser.add_argument("--family", choices=["conv2d", "separable"], default="separable")
-    parser.add_argument("--rank", default="1", help="ranks, for the separable family")
-    parser.add_argument("--filter-width", default="17,33")
-    parser.add_argument("--config", action="append", default=[], help="JSON object or @file (list ok)")
-    parser.add_argument("--pixels", default="{}", help='problem fields, e.g. {"border": "mirror"}')
+    add_kernel_options(parser, "17,33")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
@@ -52,31 +43,13 @@ def main() -> int:
     info, device = open_device(args.device)
     context = cl.Context([device])
     args.out.mkdir(parents=True, exist_ok=True)
-    pixels = json.loads(args.pixels)
-    ranks = [int(rank) for rank in args.rank.split(",")] if args.family == "separable" else [None]
-    number = 0
-    for width in parse_filter_widths(args.filter_width):
-        for rank in ranks:
-            for config in read_configs(args.config):
-                if rank is None:
-                    variant = CONV2D.render(config, Conv2DProblem(width, *GPU_IMAGE, **pixels))
-                else:
-                    completed = SEPARABLE.space.complete(config)
-                    problem = SeparableProblem(width, rank, *GPU_IMAGE, **pixels)
-                    reasons = SEPARABLE.space.violations(completed, problem.key(), info)
-                    if reasons:
-                        label = json.dumps(config, sort_keys=True)
-                        print(f"F={width} rank {rank} {label}: invalid: {reasons[0]}", flush=True)
-                        continue
-                    variant = SEPARABLE.render(completed, problem)
-                program = cl.Program(context, variant.source).build()
-                ptx = program.get_info(cl.program_info.BINARIES)[0].decode(errors="replace")
-                name = f"kernel_{number:02d}_f{width}" + (f"_r{rank}" if rank else "")
-                (args.out / f"{name}.ptx").write_text(ptx)
-                counts = instruction_counts(ptx)
-                summary = ", ".join(f"{op} {n}" for op, n in counts.most_common(12))
-                print(f"{name} {json.dumps(config, sort_keys=True)}: {summary}", flush=True)
-                number += 1
+    for number, (label, variant) in enumerate(chosen_kernels(args, info)):
+        ptx = cl.Program(context, variant.source).build().get_info(cl.program_info.BINARIES)[0]
+        ptx = ptx.decode(errors="replace")
+        (args.out / f"kernel_{number:02d}.ptx").write_text(ptx)
+        counts = instruction_counts(ptx)
+        summary = ", ".join(f"{op} {n}" for op, n in counts.most_common(12))
+        print(f"kernel_{number:02d} {label}: {summary}", flush=True)
     return 0
 
 

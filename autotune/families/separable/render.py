@@ -82,6 +82,7 @@ def generate(
         row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
         column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,
         pixel_type=PIXEL_TYPES[dtype],
+        pixel_bytes=np.dtype(dtype).itemsize,
         out_type=PIXEL_TYPES[out_dtype],
         border=border,
         anchor=anchor if border != "none" else 0,

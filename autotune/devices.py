@@ -4,10 +4,15 @@ Devices are numbered 0..N-1 after sorting by (platform name, platform version, d
 name, position in platform), so the numbers do not depend on the order in which the
 ICD loader happens to read its vendor files. The same driver registered twice (pip's
 PoCL and Debian's PoCL, say) shows up once: the first of the identical entries wins.
+A PoCL CPU device that names the host CPU `generic` is numbered only if it compiles a
+kernel: the PoCL in pyopencl's wheel (LLVM 14) names CPUs its LLVM does not know (AMD
+Zen 5, say) so, and then cannot build anything; such a device is left out, and
+`unusable_devices()` says why.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
@@ -108,8 +113,44 @@ def _opencl_devices() -> list[tuple[Any, Any]]:
         if identity in seen:
             continue
         seen.add(identity)
-        unique.append((platform, device))
+        if _build_failure(platform, device) is None:
+            unique.append((platform, device))
     return unique
+
+
+# Devices left out of the numbering: "platform version / device name: why".
+_UNUSABLE: dict[str, str] = {}
+
+
+def unusable_devices() -> list[str]:
+    """The devices found but left out of the numbering, each with the reason."""
+    _opencl_devices()
+    return [f"{name}: {reason}" for name, reason in sorted(_UNUSABLE.items())]
+
+
+def _build_failure(platform: Any, device: Any) -> str | None:
+    """Why a PoCL device that names the host CPU `generic` cannot compile (None when it
+    can, and for every other device, which is not probed)."""
+    if "PoCL" not in platform.version or not device.version.strip().endswith("-generic"):
+        return None
+    reason = _probe_build(device)
+    if reason is not None:
+        _UNUSABLE[f"{platform.version.strip()} / {device.name.strip()}"] = reason
+    return reason
+
+
+@functools.lru_cache(maxsize=8)
+def _probe_build(device: Any) -> str | None:
+    import pyopencl as cl
+
+    try:
+        cl.Program(cl.Context([device]), "__kernel void probe(__global int *x) { x[0] = 1; }").build()
+    except cl.Error as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
+        return (lines[0] if lines else "it cannot build a kernel") + (
+            " (its compiler does not know this CPU: install a newer PoCL, e.g. Debian's pocl-opencl-icd)"
+        )
+    return None
 
 
 def _device_type(bits: int) -> str:
@@ -163,6 +204,8 @@ def list_devices() -> list[DeviceInfo]:
 def open_device(index: int) -> tuple[DeviceInfo, Any]:
     """The DeviceInfo and pyopencl device for a stable index."""
     devices = _opencl_devices()
+    if not devices and _UNUSABLE:
+        raise AutotuneError("no usable OpenCL device: " + "; ".join(unusable_devices()))
     if not devices:
         raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
     if type(index) is not int or not 0 <= index < len(devices):

@@ -30,6 +30,21 @@ def test_devices_json_lists_pocl_with_limits():
     assert table.returncode == 0 and "Portable" in table.stdout
 
 
+def test_every_numbered_device_compiles_a_kernel():
+    """Devices are numbered only if they can build a kernel (pip's PoCL on a CPU its LLVM
+    does not know builds nothing, and is listed as left out instead)."""
+    import pyopencl as cl
+
+    from autotune.devices import list_devices, open_device
+
+    data = cli_json("devices")
+    assert isinstance(data["unusable"], list)
+    for info in list_devices():
+        _, device = open_device(info.index)
+        program = cl.Program(cl.Context([device]), "__kernel void k(__global int *x) { x[0] = 2; }")
+        assert program.build() is not None, info.name
+
+
 def test_a_device_row_written_before_a_limit_was_recorded_gets_it(tmp_path):
     """Rows keep the limits they were written with, and gain ones recorded since (an
     export for a device not on this machine reads its limits from the row)."""

@@ -25,12 +25,16 @@ from autotune.errors import AutotuneError, UsageError
 @json_option
 def devices(as_json: bool) -> None:
     """List every OpenCL device with its stable index."""
-    from autotune.devices import list_devices
+    from autotune.devices import list_devices, unusable_devices
 
     found = list_devices()
+    left_out = unusable_devices()
     if as_json:
-        emit("devices", {"devices": [{**device_record(d), "limits": d.to_dict()} for d in found]})
+        records = [{**device_record(d), "limits": d.to_dict()} for d in found]
+        emit("devices", {"devices": records, "unusable": left_out})
         return
+    if not found and left_out:
+        raise AutotuneError("no usable OpenCL device: " + "; ".join(left_out))
     if not found:
         raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
     table = PlainTable(title="OpenCL devices")
@@ -48,6 +52,8 @@ def devices(as_json: bool) -> None:
             str(d.max_constant_buffer_size // 1024),
         )
     console.print(table)
+    for line in left_out:
+        console.print(f"left out (cannot compile): {line}")
 
 
 @click.command()

@@ -147,6 +147,7 @@ def test_tiles_that_read_the_next_tiles_rows_ahead_verify(separable_evaluator, b
 # of 4, and widths, anchors or images that never are.
 STAGE_VECTOR_CASES = [
     ("none", "float32", 5, 1, (64, 70), {"tiles_down": 4, "prefetch": True}, True),
+    ("none", "float32", 5, 2, (64, 70), {"tiles_down": 8, "prefetch": True}, True),
     ("none", "uint16", 9, 2, (64, 40), {"tiles_down": 4, "prefetch": True}, True),
     ("reflect", "int16", 9, 1, (48, 45), {"tiles_down": 2}, True),
     ("wrap", "float64", 9, 1, (52, 37), {"tiles_down": 4, "prefetch": True}, True),
@@ -187,6 +188,33 @@ def test_tiles_staged_in_vectors_of_four_pixels_verify(
     assert off != variant.source
     result = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": off}), problem)
     assert result.status.value == ("wrong_result" if vectors else "ok"), result.error
+
+
+# (filter width, rank, knobs): each work-item moves rows ly, ly + local_y, ... of its own
+# columns; F - 1 = 7 rows by 2 (the last row by half the group), 16 rows of 8 columns by
+# one row of work-items (a loop: more than 64 values), transposed rows of 2 columns.
+MOVE_CASES = [
+    (8, 2, {"local_x": 4, "local_y": 2, "work_y": 4, "tiles_down": 4}),
+    (17, 1, {"local_x": 4, "local_y": 1, "work_x": 8, "work_y": 16, "tiles_down": 2}),
+    (9, 3, {"row_columns": "transposed", "work_x": 2, "row_window": 4, "tiles_down": 4, "prefetch": True}),
+]
+
+
+@pytest.mark.parametrize("width,rank,changes", MOVE_CASES)
+def test_walks_move_the_shared_rows_and_verify(separable_evaluator, width, rank, changes):
+    """A walk's next tile starts from the F - 1 row-pass rows moved up from the last one:
+    the kernel verifies, and with the moved rows read one row too high it does not."""
+    config = {"cache_input": True, "local_x": 8, "local_y": 4, "work_y": 2} | changes
+    config = SEPARABLE.space.complete(config)
+    problem = SeparableProblem(width, rank, 37, 75, "float32", seed=width)
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
+    variant = SEPARABLE.render(config, problem)
+    assert separable_evaluator.measure(variant, problem).status.value == "ok"
+    moved = "+ LOCAL_Y * WORK_Y) * ROWS_PITCH"
+    broken = variant.source.replace(moved, "+ LOCAL_Y * WORK_Y - 1) * ROWS_PITCH")
+    assert broken != variant.source and ("for (int r = ly;" in broken) == (width == 17)
+    wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
 
 
 @pytest.mark.parametrize(

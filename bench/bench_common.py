@@ -40,9 +40,10 @@ def add_kernel_options(parser: Any, filter_widths: str) -> None:
     parser.add_argument("--pixels", default="{}", help='problem fields, e.g. {"border": "mirror"}')
 
 
-def chosen_kernels(args: Any, device_info: Any) -> Iterator[tuple[str, KernelVariant]]:
-    """(label, kernel) for each width, rank and config the options name, on a 4096x4096
-    output; a separable config the device cannot run is printed with its reason instead."""
+def chosen_kernels(args: Any, device_info: Any) -> Iterator[tuple[str, KernelVariant, Any]]:
+    """(label, kernel, problem) for each width, rank and config the options name, on a
+    4096x4096 output; a separable config the device cannot run is printed with its reason
+    instead."""
     from autotune.families.conv2d import Conv2DProblem
     from autotune.families.conv2d.inputs import GPU_IMAGE, parse_filter_widths
     from autotune.families.separable import SEPARABLE, SeparableProblem
@@ -53,13 +54,14 @@ def chosen_kernels(args: Any, device_info: Any) -> Iterator[tuple[str, KernelVar
         for rank in ranks:
             for config in read_configs(args.config):
                 if rank is None:
-                    variant = CONV2D.render(config, Conv2DProblem(width, *GPU_IMAGE, **pixels))
+                    problem = Conv2DProblem(width, *GPU_IMAGE, **pixels)
+                    variant = CONV2D.render(config, problem)
                     c = variant.config
                     label = (
                         f"F={width} work {c['work_x']}x{c['work_y']} local {c['local_x']}x{c['local_y']} "
                         f"unroll {c['unroll']} vector {c['vector']}"
                     )
-                    yield label, variant
+                    yield label, variant, problem
                     continue
                 label = f"F={width} rank {rank} " + json.dumps(config, sort_keys=True, separators=(",", ":"))
                 problem = SeparableProblem(width, rank, *GPU_IMAGE, **pixels)
@@ -68,7 +70,7 @@ def chosen_kernels(args: Any, device_info: Any) -> Iterator[tuple[str, KernelVar
                 if reasons:
                     print(f"{label}: invalid: {reasons[0]}", flush=True)
                     continue
-                yield label, SEPARABLE.render(completed, problem)
+                yield label, SEPARABLE.render(completed, problem), problem
 
 
 def tuned_configs(store: Any, device: Any, size: tuple[int, int]) -> dict[int, tuple[dict, str]]:

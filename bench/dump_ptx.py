@@ -16,10 +16,18 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench_common import add_kernel_options, chosen_kernels
 
 from autotune.devices import open_device
+from autotune.families import KernelVariant
+
+
+def program_ptx(cl: Any, context: Any, variant: KernelVariant) -> str:
+    """The PTX NVIDIA's OpenCL driver makes of the kernel's program (its binary there)."""
+    program = cl.Program(context, variant.source).build(options=list(variant.build_options))
+    return program.get_info(cl.program_info.BINARIES)[0].decode(errors="replace").rstrip("\x00")
 
 
 def instruction_counts(ptx: str) -> collections.Counter:
@@ -56,9 +64,8 @@ def main() -> int:
     info, device = open_device(args.device)
     context = cl.Context([device])
     args.out.mkdir(parents=True, exist_ok=True)
-    for number, (label, variant) in enumerate(chosen_kernels(args, info)):
-        ptx = cl.Program(context, variant.source).build().get_info(cl.program_info.BINARIES)[0]
-        ptx = ptx.decode(errors="replace").rstrip("\x00")
+    for number, (label, variant, _) in enumerate(chosen_kernels(args, info)):
+        ptx = program_ptx(cl, context, variant)
         ptx_file = args.out / f"kernel_{number:02d}.ptx"
         ptx_file.write_text(ptx)
         counts = instruction_counts(ptx)

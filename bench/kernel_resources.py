@@ -29,7 +29,7 @@ def main() -> int:
     info, device = open_device(args.device)
     context = cl.Context([device])
     print(f"{info.name} ({info.platform}, driver {info.driver_version})")
-    for label, variant in chosen_kernels(args, info):
+    for label, variant, _ in chosen_kernels(args, info):
         program = cl.Program(context, variant.source).build(options=["-cl-nv-verbose"])
         log = program.get_build_info(device, cl.program_build_info.LOG)
         lines = [

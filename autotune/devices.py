@@ -128,10 +128,19 @@ def unusable_devices() -> list[str]:
     return [f"{name}: {reason}" for name, reason in sorted(_UNUSABLE.items())]
 
 
+# Built on each PoCL device that names the host CPU `generic`: numbered only if it builds.
+PROBE_KERNEL = "__kernel void probe(__global int *x) { x[0] = 1; }"
+
+
+def _suspect(platform: Any, device: Any) -> bool:
+    """Whether the device's compiler may not know this CPU: PoCL reports `generic` then."""
+    return "pocl" in platform.version.lower() and device.version.strip().endswith("-generic")
+
+
 def _build_failure(platform: Any, device: Any) -> str | None:
-    """Why a PoCL device that names the host CPU `generic` cannot compile (None when it
-    can, and for every other device, which is not probed)."""
-    if "PoCL" not in platform.version or not device.version.strip().endswith("-generic"):
+    """Why a suspect device cannot compile (None when it can, and for every other device,
+    which is not probed: a probe costs a build)."""
+    if not _suspect(platform, device):
         return None
     reason = _probe_build(device)
     if reason is not None:
@@ -141,15 +150,17 @@ def _build_failure(platform: Any, device: Any) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def _probe_build(device: Any) -> str | None:
+    """The compiler's first error on PROBE_KERNEL, once per device and process."""
     import pyopencl as cl
 
     try:
-        cl.Program(cl.Context([device]), "__kernel void probe(__global int *x) { x[0] = 1; }").build()
+        cl.Program(cl.Context([device]), PROBE_KERNEL).build()
     except cl.Error as exc:
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
-        return (lines[0] if lines else "it cannot build a kernel") + (
-            " (its compiler does not know this CPU: install a newer PoCL, e.g. Debian's pocl-opencl-icd)"
-        )
+        reason = lines[0] if lines else "it cannot build a kernel"
+        if "unknown target CPU" in reason:
+            reason += " (its compiler does not know this CPU)"
+        return reason + ": install a newer PoCL, e.g. Debian's pocl-opencl-icd"
     return None
 
 

@@ -68,12 +68,17 @@ def details(text: str) -> list[dict[str, str]]:
 
 
 def source_rows(text: str) -> list[dict[str, str]]:
+    """The SASS rows of an `ncu --page source --csv` output (what precedes them is the
+    profiled script's own output)."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith('"Address"'))
+    start = next((i for i, line in enumerate(lines) if line.startswith('"Address"')), None)
+    if start is None:
+        raise SystemExit("no source table in the file (was it written by ncu --page source --csv?)")
     return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
 
 
 def number(value: str) -> float:
+    """A metric's value ("1,234" reads 1234); 0 where ncu wrote none."""
     try:
         return float(value.replace(",", ""))
     except ValueError:
@@ -147,9 +152,9 @@ def main() -> int:
         print(f"## {path.name}: parts between barriers\n")
         print("| part | warp samples | instructions | issuing | short scoreboard | barrier | main opcodes |")
         print("|---|---|---|---|---|---|---|")
-        for number, part in enumerate(regions(path.read_text(errors="replace"))):
+        for index, part in enumerate(regions(path.read_text(errors="replace"))):
             print(
-                f"| {number} | {part['samples']:.3f} | {part['instructions']:.3f} | {part['selected']:.3f} "
+                f"| {index} | {part['samples']:.3f} | {part['instructions']:.3f} | {part['selected']:.3f} "
                 f"| {part['short_sb']:.3f} | {part['barrier']:.3f} | {part['opcodes']} |"
             )
         print()

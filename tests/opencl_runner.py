@@ -17,11 +17,25 @@ _queue: cl.CommandQueue | None = None
 def _opencl() -> tuple[cl.Context, cl.CommandQueue]:
     global _context, _queue
     if _context is None:
-        platform = next(p for p in cl.get_platforms() if "Portable" in p.name)
-        _context = cl.Context(platform.get_devices()[:1])
+        _context = next(c for c in map(_context_if_it_builds, _pocl_devices()) if c is not None)
         _queue = cl.CommandQueue(_context)
     assert _queue is not None
     return _context, _queue
+
+
+def _pocl_devices() -> list[Any]:
+    return [d for p in cl.get_platforms() if "Portable" in p.name for d in p.get_devices()]
+
+
+def _context_if_it_builds(device: Any) -> cl.Context | None:
+    """A context on the device, or None where its compiler cannot build (pip's PoCL on a CPU
+    its LLVM does not know)."""
+    context = cl.Context([device])
+    try:
+        cl.Program(context, "__kernel void k(__global int *x) { x[0] = 1; }").build()
+    except cl.Error:
+        return None
+    return context
 
 
 def run_kernel(

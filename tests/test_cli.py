@@ -41,8 +41,32 @@ def test_every_numbered_device_compiles_a_kernel():
     assert isinstance(data["unusable"], list)
     for info in list_devices():
         _, device = open_device(info.index)
-        program = cl.Program(cl.Context([device]), "__kernel void k(__global int *x) { x[0] = 2; }")
-        assert program.build() is not None, info.name
+        cl.Program(cl.Context([device]), "__kernel void k(__global int *x) { x[0] = 2; }").build()
+
+
+def test_a_device_that_cannot_compile_is_left_out_with_the_reason(monkeypatch):
+    """Every device taken as suspect and given a kernel no compiler builds: none is numbered,
+    each is listed with its compiler's error, and asking for a device says why."""
+    from autotune import devices
+    from autotune.errors import AutotuneError
+
+    def fresh() -> None:
+        devices._probe_build.cache_clear()
+        devices._UNUSABLE.clear()
+
+    fresh()
+    monkeypatch.setattr(devices, "_suspect", lambda platform, device: True)
+    monkeypatch.setattr(devices, "PROBE_KERNEL", "__kernel void probe(__global int *x) { x[0] = ; }")
+    try:
+        assert devices.list_devices() == []
+        left_out = devices.unusable_devices()
+        assert left_out and all("error:" in line and "install a newer PoCL" in line for line in left_out)
+        with pytest.raises(AutotuneError, match="no usable OpenCL device: .*error:"):
+            devices.open_device(0)
+    finally:
+        monkeypatch.undo()
+        fresh()
+    assert devices.list_devices(), "the real devices come back once the probe builds"
 
 
 def test_a_device_row_written_before_a_limit_was_recorded_gets_it(tmp_path):

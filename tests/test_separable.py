@@ -22,7 +22,7 @@ from autotune.errors import UsageError
 from autotune.families import get_family
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.render import generate, literal_taps
-from tests.conftest import FAST, ROOT, cli_json, run_cli
+from tests.conftest import FAST, GPU_LIMITS, ROOT, cli_json, run_cli
 from tests.opencl_runner import _opencl
 
 SPACE = SEPARABLE.space
@@ -742,3 +742,36 @@ def test_the_c_host_runs_separable_kernels_from_the_header(tmp_path, autotune_po
     (tmp_path / "taps.txt").write_text("1 2 1\n")  # one line: no column taps
     odd = subprocess.run([*command, str(tmp_path / "o.raw")], capture_output=True, text=True, timeout=60)
     assert odd.returncode == 1 and "2r lines" in odd.stderr
+
+
+def test_a_winner_whose_tiles_do_not_fit_starts_a_search_with_fewer_columns_a_work_item():
+    """Another rank's winner that needs more `__local` memory than a GPU has for this rank
+    comes to the warm start with `work_x` halved until it fits, the rest of it kept; a
+    winner that fits, or that no halving makes valid, comes as it is."""
+    limits = {**GPU_LIMITS, "max_work_item_sizes": (1024, 1024, 64)}
+    gpu = dataclasses.replace(device_info(0), type="GPU", **limits)
+    winner = SEPARABLE.space.complete(
+        {
+            "tap_space": "literal",
+            "row_columns": "transposed",
+            "cache_input": True,
+            "local_x": 32,
+            "local_y": 4,
+            "work_x": 2,
+            "work_y": 8,
+            "row_window": 8,
+            "row_loads": 4,
+            "tiles_down": 16,
+            "prefetch": True,
+            "stage_vectors": True,
+        }
+    )
+    rank_one, rank_two = (SeparableProblem(33, rank, 4096, 4096) for rank in (1, 2))
+    assert not SEPARABLE.violations(winner, rank_one, gpu)
+    assert any("local memory" in reason for reason in SEPARABLE.violations(winner, rank_two, gpu))
+    fitted = SEPARABLE.fit_warm_start(winner, rank_two, gpu)
+    assert fitted == {**winner, "work_x": 1} and not SEPARABLE.violations(fitted, rank_two, gpu)
+    assert SEPARABLE.fit_warm_start(winner, rank_one, gpu) == winner
+    too_tall = {**winner, "work_x": 1, "local_y": 32, "work_y": 16}  # no width fits these rows
+    assert SEPARABLE.violations(too_tall, rank_two, gpu)
+    assert SEPARABLE.fit_warm_start(too_tall, rank_two, gpu) == too_tall

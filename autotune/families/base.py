@@ -346,6 +346,12 @@ class KernelFamily(ABC):
         `related_kind_distance`)."""
         return config
 
+    def fit_warm_start(self, config: Config, problem: Problem, device: object) -> Config:
+        """Another problem's winner, changed as little as the family knows how where it
+        is not valid for `problem` (as it is otherwise): the search would repair it to
+        whichever valid neighbour its encoding finds first."""
+        return config
+
     def output_written_as_it_can_be(self, config: Config, problem: Problem, device: object) -> Config:
         """A config lent from a kind with integer outputs to one without (or to a device
         without SIMD lanes) writes them with the built-in conversion: `output_conversion =

@@ -445,7 +445,8 @@ class Tuner:
                 if not self.family.violations(config, problem, self.device):
                     rows.append(((1, related, distance), config))
             elif other.size == problem.size:
-                rows.append(((2, self.family.warm_start_distance(kind, other.kind()), 0.0), config))
+                fitted = self.family.fit_warm_start(config, problem, self.device)
+                rows.append(((2, self.family.warm_start_distance(kind, other.kind()), 0.0), fitted))
         rows.sort(key=lambda item: item[0])
         configs: list[Config] = []
         for _, config in rows:

@@ -188,6 +188,21 @@ class Separable(KernelFamily):
         staged = {**config, "cache_input": True}
         return config if self.violations(staged, problem, device) else staged
 
+    def fit_warm_start(self, config: Config, problem: Problem, device: object) -> Config:
+        """A winner whose tiles do not fit here (another rank's, whose terms each keep
+        their rows in `__local` memory) computes fewer columns a work-item, halving
+        `work_x` until it is valid: the work-group's width, and the rest of its layout, stay.
+        On the H200 the F = 33 rank-1 winner (32x4 groups of 2x8) repaired by the search to
+        16x4 groups of 2x8 took 0.132 ms at rank 2, halved to 1x8 0.113 (BENCHMARKS.md)."""
+        if not self.violations(config, problem, device):
+            return config
+        fitted = dict(config)
+        while int(fitted.get("work_x", 1)) > 1:
+            fitted["work_x"] = int(fitted["work_x"]) // 2
+            if not self.violations(fitted, problem, device):
+                return fitted
+        return config
+
     def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
         return {"filter_width": key["filter_width"], "rank": key["rank"]}
 

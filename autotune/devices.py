@@ -125,7 +125,19 @@ _UNUSABLE: dict[str, str] = {}
 def unusable_devices() -> list[str]:
     """The devices found but left out of the numbering, each with the reason."""
     _opencl_devices()
+    return _left_out()
+
+
+def _left_out() -> list[str]:
     return [f"{name}: {reason}" for name, reason in sorted(_UNUSABLE.items())]
+
+
+def no_device_error() -> AutotuneError:
+    """What to say when no device is numbered (after listing them): none found, or every
+    one found left out, with why."""
+    if _UNUSABLE:
+        return AutotuneError("no usable OpenCL device: " + "; ".join(_left_out()))
+    return AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
 
 
 # Built on each PoCL device that names the host CPU `generic`: numbered only if it builds.
@@ -215,10 +227,8 @@ def list_devices() -> list[DeviceInfo]:
 def open_device(index: int) -> tuple[DeviceInfo, Any]:
     """The DeviceInfo and pyopencl device for a stable index."""
     devices = _opencl_devices()
-    if not devices and _UNUSABLE:
-        raise AutotuneError("no usable OpenCL device: " + "; ".join(unusable_devices()))
     if not devices:
-        raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
+        raise no_device_error()
     if type(index) is not int or not 0 <= index < len(devices):
         raise UsageError(
             f"unknown device {index!r}: {len(devices)} device(s), numbered 0..{len(devices) - 1}"

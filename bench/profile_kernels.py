@@ -29,6 +29,7 @@ from dump_ptx import program_ptx
 
 from autotune.devices import open_device
 from autotune.families import get_family
+from autotune.launcher import Launcher
 
 
 def opencl_launch(
@@ -45,14 +46,10 @@ def opencl_launch(
     }
     output = np.zeros(problem.output_shape, problem.output_dtype)
     buffers["output"] = cl.Buffer(context, cl.mem_flags.READ_WRITE, output.nbytes)
-    steps = get_family(variant.family).steps(variant, problem, buffers)
-    kernels = [cl.Kernel(program, step.kernel_name) for step in steps]
+    launcher = Launcher(get_family(variant.family), variant, program)
     times = []
     for _ in range(repeats + 1):
-        events = [
-            kernel(queue, step.global_size, step.local_size, *step.arguments)
-            for kernel, step in zip(kernels, steps, strict=True)
-        ]
+        events = launcher.enqueue(queue, problem, buffers)
         queue.finish()
         times.append(sum(e.profile.end - e.profile.start for e in events) * 1e-6)
     cl.enqueue_copy(queue, output, buffers["output"])
@@ -77,7 +74,10 @@ def cuda_launch(ptx_file: Path, variant: Any, problem: Any, repeats: int) -> tup
     module = cupy.RawModule(path=str(ptx_file))
     buffers = {name: cupy.asarray(np.ascontiguousarray(a)) for name, a in problem.inputs().items()}
     buffers["output"] = cupy.zeros(problem.output_shape, problem.output_dtype)
-    steps = get_family(variant.family).steps(variant, problem, buffers)
+    family = get_family(variant.family)
+    for name, nbytes in family.scratch(variant, problem).items():  # a pipeline's between-launch buffers
+        buffers[name] = cupy.zeros(max(nbytes, 1), np.uint8)
+    steps = family.steps(variant, problem, buffers)
     kernels = [module.get_function(step.kernel_name) for step in steps]
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     times = []

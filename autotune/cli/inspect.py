@@ -25,7 +25,7 @@ from autotune.errors import AutotuneError, UsageError
 @json_option
 def devices(as_json: bool) -> None:
     """List every OpenCL device with its stable index."""
-    from autotune.devices import list_devices, unusable_devices
+    from autotune.devices import list_devices, no_device_error, unusable_devices
 
     found = list_devices()
     left_out = unusable_devices()
@@ -33,10 +33,8 @@ def devices(as_json: bool) -> None:
         records = [{**device_record(d), "limits": d.to_dict()} for d in found]
         emit("devices", {"devices": records, "unusable": left_out})
         return
-    if not found and left_out:
-        raise AutotuneError("no usable OpenCL device: " + "; ".join(left_out))
     if not found:
-        raise AutotuneError("no OpenCL device found (install pocl-binary-distribution)")
+        raise no_device_error()
     table = PlainTable(title="OpenCL devices")
     for column in ("#", "platform", "device", "type", "CUs", "max WG", "local KiB", "const KiB"):
         table.add_column(column)

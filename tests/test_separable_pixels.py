@@ -217,6 +217,45 @@ def test_walks_move_the_shared_rows_and_verify(separable_evaluator, width, rank,
     assert wrong.status.value == "wrong_result"
 
 
+# (border, pixel type, filter width, rank, output size, knobs) for `stage_new_rows`: the
+# step before the first tile's whole (F - 1 = local_y * work_y) or partly above it
+# (F - 1 < local_y * work_y; for 'valid' above the image), with and without prefetch, rows
+# transposed and contiguous, walks ending inside the image and past it.
+NEW_ROWS_CASES = [
+    ("none", "float32", 17, 1, (40, 70), {"local_y": 4, "work_y": 4, "prefetch": True}),
+    ("mirror", "uint8", 10, 2, (45, 53), {"local_y": 2, "work_y": 8, "prefetch": True}),
+    ("constant", "float16", 3, 1, (37, 90), {"local_y": 2, "work_y": 4}),
+    ("wrap", "float32", 5, 3, (64, 41), {"row_columns": "contiguous", "local_y": 4, "work_y": 1}),
+    ("none", "uint16", 9, 2, (33, 29), {"work_x": 2, "row_window": 8, "prefetch": True}),
+    ("none", "float32", 4, 1, (20, 75), {"local_x": 8, "local_y": 2, "work_y": 4}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,width,rank,size,changes", NEW_ROWS_CASES)
+def test_walks_that_stage_only_the_new_rows_verify(
+    separable_evaluator, border, dtype, width, rank, size, changes
+):
+    """`stage_new_rows`: the staged tile holds a step's new input rows, and the walk starts
+    a step early for the first tile's shared rows. It verifies; walks that start on the
+    first tile, or stage each step's rows one row low, fail."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config |= {"local_x": 4, "local_y": 4, "work_y": 4, "stage_vectors": True, "tiles_down": 4}
+    config = SEPARABLE.space.complete(config | {"stage_new_rows": True} | changes)
+    anchor = -1 if border == "none" else width // 2
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
+    )
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
+    variant = SEPARABLE.render(config, problem)
+    result = separable_evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    for old, new in (("int step = -1;", "int step = 0;"), ("FILTER_WIDTH - 1 + r", "FILTER_WIDTH + r")):
+        broken = variant.source.replace(old, new)
+        assert broken != variant.source
+        wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+        assert wrong.status.value == "wrong_result", (old, wrong.status, wrong.error)
+
+
 @pytest.mark.parametrize(
     "changes,pixels",
     [
@@ -246,10 +285,11 @@ def test_tiles_inside_the_output_store_unchecked_and_verify(separable_evaluator,
     assert wrong.status.value == "wrong_result"
 
 
-def test_the_walk_prefetch_preset_walks_many_tiles_and_verifies(separable_evaluator):
-    """The preset's 32-row tiles walk 16 down: tall images take it through many steps, one
+@pytest.mark.parametrize("preset_name", ["walk_prefetch", "walk_new_rows"])
+def test_the_walk_presets_walk_many_tiles_and_verify(separable_evaluator, preset_name):
+    """The presets' 32-row tiles walk 16 down: tall images take them through many steps, one
     walk ending inside the image (300 rows) and one group of a single step (530 rows)."""
-    preset = SEPARABLE.space.presets["walk_prefetch"].config
+    preset = SEPARABLE.space.presets[preset_name].config
     for problem in (
         SeparableProblem(7, 2, 70, 300, "float32", seed=3),
         SeparableProblem(5, 1, 131, 530, "uint8", seed=4, out_dtype="uint8", border="reflect", anchor=1),

@@ -747,8 +747,9 @@ def test_the_c_host_runs_separable_kernels_from_the_header(tmp_path, autotune_po
 
 def test_a_winner_whose_tiles_do_not_fit_starts_a_search_with_fewer_columns_a_work_item():
     """Another rank's winner that needs more `__local` memory than a GPU has for this rank
-    comes to the warm start with `work_x` halved until it fits, the rest of it kept; a
-    winner that fits, or that no halving makes valid, comes as it is."""
+    comes to the warm start with `work_x` halved until it fits, the rest of it kept, then
+    with its tile narrowed (work-items moved from x to y); a winner that fits, or that
+    neither makes valid, comes as it is."""
     limits = {**GPU_LIMITS, "max_work_item_sizes": (1024, 1024, 64)}
     gpu = dataclasses.replace(device_info(0), type="GPU", **limits)
     winner = SEPARABLE.space.complete(
@@ -776,3 +777,10 @@ def test_a_winner_whose_tiles_do_not_fit_starts_a_search_with_fewer_columns_a_wo
     too_tall = {**winner, "work_x": 1, "local_y": 32, "work_y": 16}  # no width fits these rows
     assert SEPARABLE.violations(too_tall, rank_two, gpu)
     assert SEPARABLE.fit_warm_start(too_tall, rank_two, gpu) == too_tall
+    # one column a work-item already: the tile narrows, its work-items moved from x to y
+    rank_three = SeparableProblem(33, 3, 4096, 4096)
+    wide = {**winner, "local_x": 64, "local_y": 2, "work_x": 1, "work_y": 16, "stage_new_rows": True}
+    assert not SEPARABLE.violations(wide, rank_two, gpu) and SEPARABLE.violations(wide, rank_three, gpu)
+    narrowed = SEPARABLE.fit_warm_start(wide, rank_three, gpu)
+    assert narrowed == {**wide, "local_x": 32, "local_y": 4, "work_y": 8}
+    assert not SEPARABLE.violations(narrowed, rank_three, gpu)

@@ -192,13 +192,24 @@ class Separable(KernelFamily):
         """A winner whose tiles do not fit here (another rank's, whose terms each keep
         their rows in `__local` memory) computes fewer columns a work-item, halving
         `work_x` until it is valid: the work-group's width, and the rest of its layout, stay.
-        On the H200 the F = 33 rank-1 winner (32x4 groups of 2x8) repaired by the search to
-        16x4 groups of 2x8 took 0.132 ms at rank 2, halved to 1x8 0.113 (BENCHMARKS.md)."""
+        At `work_x = 1` the tile narrows instead, its work-items moved from x to y
+        (`local_x` halved, `local_y` doubled, `work_y` halved): the group's size and the
+        rows a tile adds stay. On the H200 the F = 33 rank-1 winner (32x4 groups of 2x8)
+        repaired by the search to 16x4 groups of 2x8 took 0.132 ms at rank 2, halved to 1x8
+        0.113; at rank 3 the rank-2 winner (64x2 of 1x16) repaired to 32x2 of 1x16 0.174,
+        narrowed to 32x4 of 1x8 0.156 (BENCHMARKS.md)."""
         if not self.violations(config, problem, device):
             return config
         fitted = dict(config)
         while int(fitted.get("work_x", 1)) > 1:
             fitted["work_x"] = int(fitted["work_x"]) // 2
+            if not self.violations(fitted, problem, device):
+                return fitted
+        heights = self.space.knobs["local_y"].values
+        width, height, rows = (int(fitted[name]) for name in ("local_x", "local_y", "work_y"))
+        while width > 1 and rows > 1 and 2 * height in heights:
+            width, height, rows = width // 2, 2 * height, rows // 2
+            fitted.update(local_x=width, local_y=height, work_y=rows)
             if not self.violations(fitted, problem, device):
                 return fitted
         return config

@@ -305,9 +305,11 @@ def _separable_cases() -> list[Case]:
             key = {"filter_width": 4, "rank": 2, "out_width": 16, "out_height": 6, "dtype": dtype}
             out.append(("separable", config, key | {"out_dtype": dtype, "border": border, "anchor": 3}))
     # The streaming form: strips inside the image (whole vector reads) and at its edges
-    # (a line copied through the border), every border, several pixel types.
+    # (a line copied through the border), every border, several pixel types; every other
+    # border with the output rows summed in registers (`column_accumulators`).
     for number, border in enumerate(("none", "constant", "replicate", "reflect", "mirror", "wrap")):
-        config = space.complete({"stream_rows": 16, "x_vector": 4, "work_x": 8, "local_x": 2, "local_y": 2})
+        config = {"stream_rows": 16, "x_vector": 4, "work_x": 8, "local_x": 2, "local_y": 2}
+        config = space.complete(config | {"column_accumulators": number % 2 == 1})
         dtype = pixel_types[(number + 2) % len(pixel_types)]
         key = {"filter_width": 3, "rank": 2, "out_width": 37, "out_height": 6, "dtype": dtype}
         key |= {"out_dtype": dtype, "border": border} | ({"anchor": 2} if border != "none" else {})

@@ -90,7 +90,18 @@ def _two_launch_config(rng: random.Random) -> dict:
 
 # Forms with code paths for windows inside the image and past its edges: a config maker,
 # and how much to grow the sample's sizes so there are windows inside it too.
-FORMS = {"streaming": (_stream_config, (41, 5)), "two launches": (_two_launch_config, (41, 23))}
+def _stream_accumulators_config(rng: random.Random) -> dict:
+    x_vector = rng.choice([4, 8, 16])
+    config = {"stream_rows": rng.choice([16, 32, 64]), "x_vector": x_vector, "column_accumulators": True}
+    config |= {"work_x": x_vector * rng.choice([1, 2]), "tap_space": rng.choice(["constant", "literal"])}
+    return config | {"local_x": rng.choice([1, 2]), "local_y": rng.choice([1, 2])}
+
+
+FORMS = {
+    "streaming": (_stream_config, (41, 5)),
+    "streaming, accumulators": (_stream_accumulators_config, (41, 5)),
+    "two launches": (_two_launch_config, (41, 23)),
+}
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -113,6 +124,38 @@ def test_streaming_and_two_launch_kernels_of_any_pixels_verify(
     assert not SEPARABLE.violations(config, problem)
     result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
+# (border, pixel type, filter width, rank, output size, knobs) for `column_accumulators`:
+# strips of one and two vectors, walks of fewer rows than F and of a multiple of F, the
+# last strip's outputs past the image's right edge, an even width.
+ACCUMULATOR_CASES = [
+    ("none", "float32", 5, 1, (45, 37), {"x_vector": 8, "work_x": 16, "stream_rows": 16}),
+    ("mirror", "uint8", 3, 2, (70, 9), {"x_vector": 16, "work_x": 16, "stream_rows": 32}),
+    ("constant", "float16", 4, 1, (23, 3), {"x_vector": 4, "work_x": 8, "stream_rows": 16}),
+    ("reflect", "uint16", 9, 3, (40, 90), {"x_vector": 4, "work_x": 4, "stream_rows": 16}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,width,rank,size,changes", ACCUMULATOR_CASES)
+def test_streams_that_sum_outputs_in_registers_verify(
+    separable_evaluator, border, dtype, width, rank, size, changes
+):
+    """`column_accumulators`: each row-pass row is added to the F output rows it feeds,
+    kept in registers. It verifies; with one tap added to the wrong output row it fails."""
+    config = SEPARABLE.space.complete({"column_accumulators": True, "local_x": 1, "local_y": 1} | changes)
+    anchor = -1 if border == "none" else width // 2
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
+    )
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
+    variant = SEPARABLE.render(config, problem)
+    result = separable_evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    broken = variant.source.replace("acc_0_0 += ", "acc_1_0 += ", 1)  # the first row's tap 0
+    assert broken != variant.source
+    wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
+    assert wrong.status.value == "wrong_result"
 
 
 PREFETCH_CASES = [

@@ -93,7 +93,7 @@ def _two_launch_config(rng: random.Random) -> dict:
 def _stream_accumulators_config(rng: random.Random) -> dict:
     x_vector = rng.choice([4, 8, 16])
     config = {"stream_rows": rng.choice([16, 32, 64]), "x_vector": x_vector, "column_accumulators": True}
-    config |= {"work_x": x_vector * rng.choice([1, 2]), "tap_space": rng.choice(["constant", "literal"])}
+    config |= {"work_x": x_vector, "tap_space": rng.choice(["constant", "literal"])}  # F x 1 vectors
     return config | {"local_x": rng.choice([1, 2]), "local_y": rng.choice([1, 2])}
 
 

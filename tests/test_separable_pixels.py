@@ -126,6 +126,26 @@ def test_streaming_and_two_launch_kernels_of_any_pixels_verify(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+def _verified(evaluator, config: dict, border: str, dtype: str, width: int, rank: int, size: tuple):
+    """Render `config` for a problem of these pixels (the filter centred for 'same'),
+    check that it verifies, and return the variant and problem."""
+    anchor = -1 if border == "none" else width // 2
+    problem = SeparableProblem(
+        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
+    )
+    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
+    variant = SEPARABLE.render(config, problem)
+    result = evaluator.measure(variant, problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    return variant, problem
+
+
+def _status_of(evaluator, variant, source: str, problem) -> str:
+    """The measuring worker's verdict on `variant` with its source replaced."""
+    assert source != variant.source
+    return evaluator.measure(type(variant)(**{**variant.__dict__, "source": source}), problem).status.value
+
+
 # (border, pixel type, filter width, rank, output size, knobs) for `column_accumulators`:
 # strips of one and two vectors, walks of fewer rows than F and of a multiple of F, the
 # last strip's outputs past the image's right edge, an even width.
@@ -144,18 +164,9 @@ def test_streams_that_sum_outputs_in_registers_verify(
     """`column_accumulators`: each row-pass row is added to the F output rows it feeds,
     kept in registers. It verifies; with one tap added to the wrong output row it fails."""
     config = SEPARABLE.space.complete({"column_accumulators": True, "local_x": 1, "local_y": 1} | changes)
-    anchor = -1 if border == "none" else width // 2
-    problem = SeparableProblem(
-        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
-    )
-    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
-    variant = SEPARABLE.render(config, problem)
-    result = separable_evaluator.measure(variant, problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     broken = variant.source.replace("acc_0_0 += ", "acc_1_0 += ", 1)  # the first row's tap 0
-    assert broken != variant.source
-    wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
-    assert wrong.status.value == "wrong_result"
+    assert _status_of(separable_evaluator, variant, broken, problem) == "wrong_result"
 
 
 PREFETCH_CASES = [
@@ -219,18 +230,9 @@ def test_tiles_staged_in_vectors_of_four_pixels_verify(
     config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
     config |= {"local_x": 4, "local_y": 4, "work_y": 4, "stage_vectors": True}
     config = SEPARABLE.space.complete(config | changes)
-    anchor = -1 if border == "none" else width // 2
-    problem = SeparableProblem(
-        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
-    )
-    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
-    variant = SEPARABLE.render(config, problem)
-    result = separable_evaluator.measure(variant, problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     off = VECTOR_READ.sub(lambda m: "= 7.0f + " + m.group(1), variant.source)
-    assert off != variant.source
-    result = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": off}), problem)
-    assert result.status.value == ("wrong_result" if vectors else "ok"), result.error
+    assert _status_of(separable_evaluator, variant, off, problem) == ("wrong_result" if vectors else "ok")
 
 
 # (filter width, rank, knobs): each work-item moves rows ly, ly + local_y, ... of its own
@@ -284,19 +286,10 @@ def test_walks_that_stage_only_the_new_rows_verify(
     config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
     config |= {"local_x": 4, "local_y": 4, "work_y": 4, "stage_vectors": True, "tiles_down": 4}
     config = SEPARABLE.space.complete(config | {"stage_new_rows": True} | changes)
-    anchor = -1 if border == "none" else width // 2
-    problem = SeparableProblem(
-        width, rank, *size, dtype, seed=width, out_dtype=dtype, border=border, anchor=anchor
-    )
-    assert not SEPARABLE.violations(config, problem), SEPARABLE.violations(config, problem)
-    variant = SEPARABLE.render(config, problem)
-    result = separable_evaluator.measure(variant, problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     for old, new in (("int step = -1;", "int step = 0;"), ("FILTER_WIDTH - 1 + r", "FILTER_WIDTH + r")):
         broken = variant.source.replace(old, new)
-        assert broken != variant.source
-        wrong = separable_evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
-        assert wrong.status.value == "wrong_result", (old, wrong.status, wrong.error)
+        assert _status_of(separable_evaluator, variant, broken, problem) == "wrong_result", old
 
 
 @pytest.mark.parametrize(

@@ -280,13 +280,14 @@ def _separable_cases() -> list[Case]:
         key |= {"anchor": 4} if border != "none" else {}
         out.append(("separable", space.complete(config), key))
     # Walks that stage only each step's new rows and start a step above the first tile:
-    # 'valid' (that step partly above the image) and through a border.
-    for border, filter_width in (("none", 3), ("mirror", 5)):
+    # 'valid' (that step partly above the image) and through a border, with groups whose
+    # columns are read as whole vectors (rows of 32 and 48 pixels, anchor 4).
+    for border, filter_width, out_width in (("none", 3, 30), ("mirror", 9, 48)):
         config = {**base, "cache_input": True, "row_columns": "transposed", "work_x": 4, "row_window": 4}
         config |= {"row_loads": 4, "stage_vectors": True, "tiles_down": 4, "prefetch": True}
         config |= {"stage_new_rows": True}
-        key = {"filter_width": filter_width, "rank": 2, "out_width": 32, "out_height": 37, "dtype": "float32"}
-        key |= {"border": border} | ({"anchor": 2} if border != "none" else {})
+        key = {"filter_width": filter_width, "rank": 2, "out_width": out_width, "out_height": 37}
+        key |= {"dtype": "float32", "border": border} | ({"anchor": 4} if border != "none" else {})
         out.append(("separable", space.complete(config), key))
     # Two launches, each pixel type: rows read as vectors (13 outputs: rows 16 pixels wide,
     # 4-pixel aligned), and columns as float4s with outputs stored as vectors (16 outputs).

@@ -140,10 +140,10 @@ def _verified(evaluator, config: dict, border: str, dtype: str, width: int, rank
     return variant, problem
 
 
-def _status_of(evaluator, variant, source: str, problem) -> str:
-    """The measuring worker's verdict on `variant` with its source replaced."""
+def _measured_as(evaluator, variant, source: str, problem):
+    """The measuring worker's result for `variant` with its source replaced."""
     assert source != variant.source
-    return evaluator.measure(type(variant)(**{**variant.__dict__, "source": source}), problem).status.value
+    return evaluator.measure(type(variant)(**{**variant.__dict__, "source": source}), problem)
 
 
 # (border, pixel type, filter width, rank, output size, knobs) for `column_accumulators`:
@@ -166,7 +166,8 @@ def test_streams_that_sum_outputs_in_registers_verify(
     config = SEPARABLE.space.complete({"column_accumulators": True, "local_x": 1, "local_y": 1} | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     broken = variant.source.replace("acc_0_0 += ", "acc_1_0 += ", 1)  # the first row's tap 0
-    assert _status_of(separable_evaluator, variant, broken, problem) == "wrong_result"
+    wrong = _measured_as(separable_evaluator, variant, broken, problem)
+    assert wrong.status.value == "wrong_result", wrong.error
 
 
 PREFETCH_CASES = [
@@ -232,7 +233,8 @@ def test_tiles_staged_in_vectors_of_four_pixels_verify(
     config = SEPARABLE.space.complete(config | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     off = VECTOR_READ.sub(lambda m: "= 7.0f + " + m.group(1), variant.source)
-    assert _status_of(separable_evaluator, variant, off, problem) == ("wrong_result" if vectors else "ok")
+    result = _measured_as(separable_evaluator, variant, off, problem)
+    assert result.status.value == ("wrong_result" if vectors else "ok"), result.error
 
 
 # (filter width, rank, knobs): each work-item moves rows ly, ly + local_y, ... of its own
@@ -288,8 +290,33 @@ def test_walks_that_stage_only_the_new_rows_verify(
     config = SEPARABLE.space.complete(config | {"stage_new_rows": True} | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     for old, new in (("int step = -1;", "int step = 0;"), ("FILTER_WIDTH - 1 + r", "FILTER_WIDTH + r")):
-        broken = variant.source.replace(old, new)
-        assert _status_of(separable_evaluator, variant, broken, problem) == "wrong_result", old
+        wrong = _measured_as(separable_evaluator, variant, variant.source.replace(old, new), problem)
+        assert wrong.status.value == "wrong_result", (old, wrong.status, wrong.error)
+
+
+@pytest.mark.parametrize("border,width,size", [("mirror", 9, (48, 70)), ("none", 5, (44, 70))])
+def test_walks_that_stage_only_the_new_rows_read_whole_vectors_and_verify(
+    separable_evaluator, border, width, size
+):
+    """`stage_new_rows` where a work-group's columns are read as whole vectors (rows of 48
+    pixels, an anchor of 4): the staged rows and the next tile's prefetched rows start F - 1
+    rows below the tile; either read one row lower fails."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config |= {"local_x": 4, "local_y": 2, "work_x": 4, "work_y": 4, "stage_vectors": True, "tiles_down": 4}
+    config = SEPARABLE.space.complete(config | {"stage_new_rows": True, "prefetch": True})
+    variant, problem = _verified(separable_evaluator, config, border, "float32", width, 1, size)
+    vector_read = "*(__global const float4 *)(input + "
+
+    def staged_lower(line: str) -> str:  # the staged tile's vector reads one row lower
+        return line.replace("FILTER_WIDTH - 1 + r", "FILTER_WIDTH + r") if vector_read in line else line
+
+    lines = variant.source.split("\n")
+    for broken in (
+        "\n".join(staged_lower(line) for line in lines),
+        re.sub(r"(next_g?y0 \+ FILTER_WIDTH) - 1\) \* in_width", r"\1) * in_width", variant.source),
+    ):
+        wrong = _measured_as(separable_evaluator, variant, broken, problem)
+        assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
 
 
 @pytest.mark.parametrize(

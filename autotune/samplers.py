@@ -21,8 +21,10 @@ expected improvement (a stalled search explores until it gains again). Genetic s
 child of two of the best points, moving several knobs at once) can replace some of them
 (`genetic_every`). Failed points are told to the model as the worst time seen, or, with
 `failures=model`, kept out of the time model and given to a second model of where points
-fail, whose chance to run weights every step's choice. BENCHMARKS.md has the replays
-behind each setting.
+fail, whose chance to run weights every step's choice. Settings measured and not made
+the default: a trust region around the best point for the global step (`trust_region`)
+and log ratios of the knob pairs the rules tie as features (`tied_ratios`;
+bench/results/gp_study_2026-12-04.md). BENCHMARKS.md has the replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """

@@ -21,8 +21,10 @@ expected improvement (a stalled search explores until it gains again). Genetic s
 child of two of the best points, moving several knobs at once) can replace some of them
 (`genetic_every`). Failed points are told to the model as the worst time seen, or, with
 `failures=model`, kept out of the time model and given to a second model of where points
-fail, whose chance to run weights every step's choice. BENCHMARKS.md has the replays
-behind each setting.
+fail, whose chance to run weights every step's choice. Settings measured and not made
+the default: a trust region around the best point for the global step (`trust_region`)
+and log ratios of the knob pairs the rules tie as features (`tied_ratios`;
+bench/results/gp_study_2026-12-04.md). BENCHMARKS.md has the replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """
@@ -50,6 +52,11 @@ CANDIDATE_SAMPLE = 4_000
 # Random draws for one start point: spaces whose rules leave few points valid (the
 # separable space on a GPU: 1 in 400) still get theirs (about 25 ms of rule checks).
 START_DRAWS = 1_000
+
+# `tied_ratios`: random draws whose valid points show which knobs the rules tie, and the
+# count a pair of values must be expected at to be told missing.
+TIE_DRAWS = 4_000
+TIE_EXPECTED = 5.0
 
 Point = tuple[int, ...]  # each knob's value index
 
@@ -359,6 +366,8 @@ class GPSampler(optuna.samplers.BaseSampler):
             far = self.options.stall_step == "far"
             step = "mean" if far else "ei"
         candidates = near or self._candidates()
+        if not near and not self._stalled() and self.options.trust_region:
+            candidates = self._in_trust_region(candidates)
         if far:  # the fastest-predicted point three knobs or more from the best
             candidates = [p for p in candidates if self._usable(p)]
             candidates = [p for p in candidates if knobs_apart(p, self.best[1]) >= 3] or candidates
@@ -398,6 +407,55 @@ class GPSampler(optuna.samplers.BaseSampler):
             return False
         centre = self.best[1]
         return sum(knobs_apart(p, centre) == 1 for p in self.visited) >= patience
+
+    def _trust_radius(self) -> int | None:
+        """The trust region's radius in knobs (`trust_region`), from the measured points
+        in the order they finished; None where the region has collapsed (the global step
+        then takes the whole space until the next gain). It starts at `trust_region` once
+        the start points are measured; every 2 gains in a row (a new best by `stall_gain`)
+        widen it by a knob, every `trust_failures` evaluations in a row without one narrow
+        it by a knob, and narrowed below one knob it collapses; a gain after a collapse
+        starts it afresh."""
+        widest = sum(size > 1 for size in self.sizes)
+        radius: int | None = min(self.options.trust_region, widest)
+        best, gains, misses = math.inf, 0, 0
+        for count, value in enumerate(self.visited.values(), start=1):
+            gain = value is not None and value < best * (1.0 - self.options.stall_gain)
+            if value is not None:
+                best = min(best, value)
+            if count <= self.options.startup_trials:
+                continue
+            if gain:
+                gains, misses = gains + 1, 0
+                if radius is None:
+                    radius, gains = min(self.options.trust_region, widest), 0
+                elif gains >= 2:
+                    radius, gains = min(radius + 1, widest), 0
+            else:
+                gains, misses = 0, misses + 1
+                if radius is not None and misses >= self.options.trust_failures:
+                    radius, misses = (radius - 1 or None), 0
+        return radius
+
+    def _in_trust_region(self, candidates: list[Point]) -> list[Point]:
+        """The candidates within `_trust_radius` knobs of the best point; in a space too large
+        to list, with every unclaimed point up to three knobs away added (a random sample
+        holds few of them). All candidates where the region has collapsed or holds none."""
+        assert self.best is not None
+        radius = self._trust_radius()
+        if radius is None:
+            return candidates
+        centre = self.best[1]
+        if math.prod(self.sizes) > ENUMERATE_LIMIT:
+            found = set(candidates)
+            for count in range(2, min(radius, 3) + 1):
+                found.update(p for p in knobs_away(centre, self.sizes, count) if self._unclaimed(p))
+            candidates = sorted(found)
+        if not candidates:
+            return candidates
+        apart = (np.array(candidates, dtype=int) != np.array(centre, dtype=int)).sum(1)
+        inside = [p for p, d in zip(candidates, apart.tolist(), strict=True) if d <= radius]
+        return inside or candidates
 
     def _stalled(self) -> bool:
         after = self.options.stall_after
@@ -492,6 +550,9 @@ class GPSampler(optuna.samplers.BaseSampler):
                 table.append(np.array(columns, dtype=float).T)
             self._feature_table = table
             self._ratio_tables = self._ratio_pairs() if self.options.ratio_features else []
+            if self.options.tied_ratios and not self.options.ratio_features:
+                tied = self._tied_pairs()
+                self._ratio_tables = [t for t in self._ratio_pairs() if (t[0], t[1]) in tied]
         columns_per_point = sum(t.shape[1] for t in self._feature_table) + len(self._ratio_tables)
         if not points:
             return np.zeros((0, columns_per_point))
@@ -499,6 +560,28 @@ class GPSampler(optuna.samplers.BaseSampler):
         columns = [table[indices[:, i]] for i, table in enumerate(self._feature_table)]
         columns += [table[indices[:, a], indices[:, b]][:, None] for a, b, table in self._ratio_tables]
         return np.hstack(columns)
+
+    def _tied_pairs(self) -> set[tuple[int, int]]:
+        """Pairs of knobs (a, b), a < b, that the validity test ties together: among valid
+        points of TIE_DRAWS random draws, some pair of their values never appears where
+        their values' shares predict TIE_EXPECTED or more."""
+        draws = random.Random(0)
+        valid = []
+        for _ in range(TIE_DRAWS):
+            point = tuple(draws.randrange(n) for n in self.sizes)
+            if self.valid(self.params_of(point)):
+                valid.append(point)
+        if not valid:
+            return set()
+        table = np.array(valid, dtype=int)
+        tied = set()
+        for a, b in itertools.combinations([k for k, n in enumerate(self.sizes) if n > 1], 2):
+            counts = np.zeros((self.sizes[a], self.sizes[b]))
+            np.add.at(counts, (table[:, a], table[:, b]), 1.0)
+            expected = np.outer(counts.sum(1), counts.sum(0)) / len(valid)
+            if ((counts == 0) & (expected >= TIE_EXPECTED)).any():
+                tied.add((a, b))
+        return tied
 
     def _ratio_pairs(self) -> list[tuple[int, int, np.ndarray]]:
         """Per pair (a, b) of size knobs, log2(value of a / value of b) for every pair of

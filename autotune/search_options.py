@@ -78,6 +78,20 @@ class SearchOptions:
     # (bench/results/gp_failure_model.md).
     failures: str = "worst"
     failure_quantile: float = 0.9
+    # Measured and not made the default (bench/results/gp_study_2026-12-04.md). A trust
+    # region after TuRBO, in knobs (0: off): the global step, while the search is not
+    # stalled, takes only points within this many knobs of the best point (spaces too large
+    # to list also get every point up to three knobs away as candidates). Two gains in a
+    # row (a new best by `stall_gain`) widen it by a knob, `trust_failures` evaluations in a
+    # row without one narrow it by a knob; narrowed below one knob, the global step takes
+    # the whole space until the next gain, which starts the region afresh.
+    trust_region: int = 0
+    trust_failures: int = 3
+    # `ratio_features` for the pairs of size knobs the rules tie together only: a pair is
+    # tied when, among the valid points of random draws, a pair of its values never occurs
+    # where their shares predict several (CLBlast's GEMM: a tile and the work-group size or
+    # vector width that divides it). Ignored with `ratio_features`, which has every pair.
+    tied_ratios: bool = False
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
@@ -96,6 +110,8 @@ class SearchOptions:
             raise UsageError("local_radius must be >= 1")
         if self.local_centres < 1 or self.basin_patience < 1 or self.local_patience < 0:
             raise UsageError("local_centres and basin_patience must be >= 1, local_patience >= 0")
+        if self.trust_region < 0 or self.trust_failures < 1:
+            raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 

@@ -319,6 +319,45 @@ def test_walks_that_stage_only_the_new_rows_read_whole_vectors_and_verify(
         assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
 
 
+# (border, pixel type, filter width, rank, output size, knobs) for `paired_terms`: pairs in
+# walks (with and without stage_new_rows, prefetch) and in single tiles, a lone last term
+# (rank 3) in its own tile and in the .x parts of the pairs' tile, contiguous and
+# transposed rows.
+PAIRED_CASES = [
+    ("none", "float32", 9, 2, (40, 70), {"stage_new_rows": True, "prefetch": True, "work_y": 4}),
+    ("mirror", "uint8", 6, 3, (45, 53), {"local_y": 2, "work_y": 4}),
+    ("constant", "float16", 5, 2, (37, 19), {"tiles_down": 1, "row_columns": "contiguous"}),
+    ("wrap", "float32", 3, 3, (30, 41), {"tiles_down": 1, "work_x": 2, "row_window": 8}),
+    ("none", "uint16", 7, 4, (33, 29), {"row_columns": "contiguous", "prefetch": True}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,width,rank,size,changes", PAIRED_CASES)
+def test_terms_paired_in_float2_rows_verify(separable_evaluator, border, dtype, width, rank, size, changes):
+    """`paired_terms`: two terms' row-pass values side by side in one `__local` tile. It
+    verifies; with a pair's values swapped in the row pass, or the column pass reading one
+    term's part for both, it fails."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config |= {"local_x": 4, "local_y": 4, "work_y": 2, "stage_vectors": True, "tiles_down": 4}
+    config = SEPARABLE.space.complete(config | {"paired_terms": True, "tap_space": "literal"} | changes)
+    variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
+    swapped = variant.source.replace("(float2)(sum_0, pair_sum_0)", "(float2)(pair_sum_0, sum_0)")
+    one_part = re.sub(r"(\* u_\d+)\.y;", r"\1.x;", variant.source)
+    for broken in (swapped, one_part):
+        wrong = _measured_as(separable_evaluator, variant, broken, problem)
+        assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
+
+
+def test_paired_terms_need_two_terms_and_windows():
+    problem = SeparableProblem(5, 1, 20, 20, "float32")
+    config = SEPARABLE.space.complete({"paired_terms": True, "row_columns": "contiguous"})
+    assert any("paired_terms" in reason for reason in SEPARABLE.violations(config, problem))
+    problem = SeparableProblem(5, 2, 20, 20, "float32")
+    assert not SEPARABLE.violations(config, problem)
+    strided = config | {"row_columns": "strided"}
+    assert any("paired_terms" in reason for reason in SEPARABLE.violations(strided, problem))
+
+
 @pytest.mark.parametrize(
     "changes,pixels",
     [

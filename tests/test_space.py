@@ -56,6 +56,8 @@ def test_every_knob_is_documented_and_reaches_the_template(family_name):
         problem = {"filter_width": 5, "rank": 1, "out_dtype": "uint8" if integer_out else "float32"}
         if preset.config.get("border_groups"):  # edge work-groups: 'same' output only
             problem["border"] = "mirror"
+        if preset.config.get("paired_terms"):  # pairs of rank terms: rank 2 and more
+            problem["rank"] = 2
         assert space.violations(preset.config, problem) == [], preset.name
 
 

@@ -72,12 +72,16 @@ def generate(
     if literal and taps is None:
         raise UsageError("tap_space=literal compiles the taps into the kernel: give the filter")
     two_passes = int(config["passes"]) == 2
+    # The terms whose row-pass rows share one `__local` tile (as float2 pairs with paired_terms).
+    pair = 2 if config.get("paired_terms") else 1
+    term_groups = [list(range(k, min(k + pair, rank))) for k in range(0, rank, pair)]
     source = load_template(TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(space.comment_config(config), sort_keys=True),
         kernel_name=KERNEL_NAME,
         filter_width=filter_width,
         rank=rank,
+        term_groups=term_groups,
         tap_type="__constant float" if config["tap_space"] == "constant" else "__global const float",
         row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
         column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,

@@ -298,6 +298,14 @@ def _separable_cases() -> list[Case]:
         key = {"filter_width": 5, "rank": 3, "out_width": 21, "out_height": 37, "dtype": "float32"}
         key |= {"border": border} | ({"anchor": 1} if border != "none" else {})
         out.append(("separable", space.complete(config), key))
+    # Row-pass values in float2s of two adjacent columns: a walk through a border whose
+    # last tile passes the right edge at an odd width, and a single tile, 'valid'.
+    for border, tiles_down, out_width in (("reflect", 4, 21), ("none", 1, 18)):
+        config = {**base, "cache_input": True, "row_columns": "transposed", "work_x": 4, "row_window": 4}
+        config |= {"row_loads": 4, "tiles_down": tiles_down, "column_pairs": True}
+        key = {"filter_width": 5, "rank": 1, "out_width": out_width, "out_height": 37, "dtype": "uint8"}
+        key |= {"out_dtype": "uint8", "border": border} | ({"anchor": 3} if border != "none" else {})
+        out.append(("separable", space.complete(config), key))
     # Two launches, each pixel type: rows read as vectors (13 outputs: rows 16 pixels wide,
     # 4-pixel aligned), and columns as float4s with outputs stored as vectors (16 outputs).
     for dtype in pixel_types:

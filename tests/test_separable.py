@@ -612,7 +612,8 @@ def test_auto_runs_the_form_measured_faster_here(tmp_path):
 
 def test_knobs_added_later_leave_earlier_kernels_as_they_were():
     """A kernel stored before `tiles_down`, `row_window`, `row_loads`, `carry_rows`,
-    `prefetch`, `stage_vectors`, `stage_new_rows`, `paired_terms`, `stream_rows`, `x_vector`,
+    `prefetch`, `stage_vectors`, `stage_new_rows`, `paired_terms`, `column_pairs`, `stream_rows`,
+    `x_vector`,
     `column_accumulators`, `passes`, `column_vector` and `output_conversion` existed renders
     as it did: those knobs stay out of its config
     comment at their default."""
@@ -626,6 +627,7 @@ def test_knobs_added_later_leave_earlier_kernels_as_they_were():
         "stage_vectors",
         "stage_new_rows",
         "paired_terms",
+        "column_pairs",
         "stream_rows",
         "x_vector",
         "column_accumulators",

@@ -348,6 +348,37 @@ def test_terms_paired_in_float2_rows_verify(separable_evaluator, border, dtype, 
         assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
 
 
+# (border, pixel type, filter width, rank, output size, knobs) for `column_pairs`: walks
+# (with stage_new_rows and prefetch) and single tiles, windows of contiguous and transposed
+# rows, two pairs a work-item, tiles past the right edge at odd and even widths.
+UNSTAGED = {"tiles_down": 1, "row_columns": "contiguous", "row_loads": 1, "stage_vectors": False}
+COLUMN_PAIR_CASES = [
+    ("none", "float32", 9, 1, (41, 70), {"stage_new_rows": True, "prefetch": True, "work_y": 4}),
+    ("mirror", "uint8", 6, 1, (45, 53), {"local_y": 2, "work_y": 4}),
+    ("constant", "float16", 5, 1, (38, 19), UNSTAGED),
+    ("wrap", "float32", 3, 2, (30, 41), {"tiles_down": 1, "work_x": 4, "row_window": 8}),
+    ("none", "uint16", 7, 3, (33, 29), {"row_columns": "contiguous", "prefetch": True}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,width,rank,size,changes", COLUMN_PAIR_CASES)
+def test_row_pass_values_in_column_pairs_verify(
+    separable_evaluator, border, dtype, width, rank, size, changes
+):
+    """`column_pairs`: two adjacent columns' row-pass values as one float2. It verifies; with
+    a pair's columns swapped in the row pass, or an output pair stored the wrong way round,
+    it fails."""
+    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+    config |= {"local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2, "stage_vectors": True, "tiles_down": 4}
+    config = SEPARABLE.space.complete(config | {"column_pairs": True, "tap_space": "literal"} | changes)
+    variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
+    swapped = variant.source.replace("(float2)(sum_0, sum_1)", "(float2)(sum_1, sum_0)")
+    stored = re.sub(r"(acc_\d+_\d+)\.y\b", r"\1.x", variant.source)
+    for broken in (swapped, stored):
+        wrong = _measured_as(separable_evaluator, variant, broken, problem)
+        assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
+
+
 def test_paired_terms_need_two_terms_and_windows():
     problem = SeparableProblem(5, 1, 20, 20, "float32")
     config = SEPARABLE.space.complete({"paired_terms": True, "row_columns": "contiguous"})

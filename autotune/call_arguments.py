@@ -141,12 +141,14 @@ def pixels_of(
                 "anchor places the filter over each output of mode='same'; 'valid' output has none"
             )
         if not (
-            isinstance(anchor, tuple | list) and len(anchor) == 2 and all(type(a) is int for a in anchor)
+            isinstance(anchor, tuple | list)
+            and len(anchor) == 2
+            and all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in anchor)
         ):
             raise TypeError(
                 f"anchor must be (x, y): the filter's column and row over each output, got {anchor!r}"
             )
-        anchor = (anchor[0], anchor[1])
+        anchor = (int(anchor[0]), int(anchor[1]))
     dtype = np.dtype(dtype)
     native = native_type(dtype, double_precision)
     if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
@@ -156,6 +158,8 @@ def pixels_of(
             result = np.dtype(out_dtype)
         except TypeError:
             result = None
+        if result is not None and result.newbyteorder("=") == dtype.newbyteorder("="):
+            result = dtype  # the image's own type, in the image's byte order
         if result not in (np.dtype(np.float32), dtype):
             raise ValueError(
                 f"out_dtype must be 'float32' or 'same' (the image's {dtype.name}), got {out_dtype!r}"
@@ -232,6 +236,14 @@ def as_result(output: np.ndarray, result: np.dtype) -> np.ndarray:
     if output.dtype == result:
         return output
     if result.kind in "iu":
+        # In float64, and the ends set apart: float32 (and for 64-bit types float64) rounds
+        # the type's largest value up, past what it holds, where a cast would wrap around.
         info = np.iinfo(result)
-        return np.clip(np.rint(output), info.min, info.max).astype(result)
+        values = np.nan_to_num(np.rint(output.astype(np.float64)), nan=0.0)  # NaN gives 0, as in kernels
+        lowest, highest = float(info.min), float(info.max)
+        inside = np.clip(values, lowest, np.nextafter(highest, 0.0) if int(highest) > info.max else highest)
+        saturated = inside.astype(result)
+        saturated[values >= highest] = info.max
+        saturated[values <= lowest] = info.min
+        return saturated
     return output.astype(result)

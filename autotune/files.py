@@ -54,27 +54,52 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+class StagedFiles:
+    """Files staged one by one as they are made (a command's outputs, say) and put in place
+    together when the `with` block ends without an error; on an error (or a failure of any
+    rename's check) none replaces anything and every staged file is removed."""
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[Path, Path]] = []
+        self.paths: list[Path] = []
+
+    def __enter__(self) -> StagedFiles:
+        return self
+
+    def add(self, path: str | Path, content: Content) -> None:
+        path = Path(path)
+        self._staged.append((_stage(path, content), path))
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        try:
+            if kind is None:
+                # A rename fails only where a directory holds the name: find that before the first.
+                for _, path in self._staged:
+                    if path.is_dir():
+                        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+                for temporary, path in self._staged:
+                    os.replace(temporary, path)
+                for directory in {path.parent for _, path in self._staged}:
+                    _sync_directory(directory)
+                self.paths = [path for _, path in self._staged]
+                return
+        except BaseException:
+            self._discard()
+            raise
+        self._discard()
+
+    def _discard(self) -> None:
+        for temporary, _ in self._staged:
+            temporary.unlink(missing_ok=True)
+
+
 def write_files(files: Iterable[tuple[str | Path, Content]]) -> list[Path]:
     """Write every (path, content) or none (their directories must exist). Raises
     OSError, having replaced nothing, when any file cannot be written."""
-    staged: list[tuple[Path, Path]] = []
-    try:
+    with StagedFiles() as staged:
         for path, content in files:
-            path = Path(path)
-            staged.append((_stage(path, content), path))
-        # A rename fails only where a directory holds the name: find that before the first.
-        for _, path in staged:
-            if path.is_dir():
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        for temporary, path in staged:
-            os.replace(temporary, path)
-    except BaseException:
-        for temporary, _ in staged:
-            temporary.unlink(missing_ok=True)
-        raise
-    for directory in {path.parent for _, path in staged}:
-        _sync_directory(directory)
-    return [path for _, path in staged]
+            staged.add(path, content)
+    return staged.paths
 
 
 def write_file(path: str | Path, content: Content) -> Path:

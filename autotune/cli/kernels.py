@@ -11,7 +11,7 @@ import click
 from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
 from autotune.cli.output import device_record, emit
 from autotune.errors import AutotuneError, UsageError
-from autotune.files import write_file, write_files
+from autotune.files import StagedFiles, write_files
 
 FILTER_VALUES_HELP = (
     "Square filter (.npy) whose values a filter_space=literal kernel is compiled for "
@@ -350,7 +350,9 @@ def convolve_command(
     anchor = _anchor(anchor_text)
     convolvers: dict[tuple[int, ...], Convolver] = {}  # one per image shape: set up once
     written, shapes = [], []
-    with progress(as_json or not many) as bar:
+    # Outputs are staged as they are made and put in place together once every input is
+    # filtered: a bad input (or a full disk) leaves no output of this call behind.
+    with progress(as_json or not many) as bar, StagedFiles() as staged:
         task = bar.add_task("convolve", total=len(inputs))
         for input_path, output_path in zip(inputs, outputs, strict=True):
             image = read_image("IN", input_path) if is_image_file(input_path) else load_npy("IN", input_path)
@@ -368,13 +370,13 @@ def convolve_command(
                         convolvers[image.shape] = Convolver(image.shape, filt, **options)
                     result = convolvers[image.shape](image)
             except (TypeError, ValueError) as exc:
-                raise UsageError(str(exc)) from None
+                raise UsageError(f"{input_path}: {exc}" if many else str(exc)) from None
             try:
-                # a temporary file renamed over OUT once complete: a failure leaves an earlier OUT intact
+                # renamed over OUT once all are complete: a failure leaves earlier OUTs intact
                 if is_image_file(output_path):
-                    write_file(output_path, image_writer(output_path, result))
+                    staged.add(output_path, image_writer(output_path, result))
                 else:
-                    write_file(output_path, lambda f, r=result: np.save(f, r))
+                    staged.add(output_path, lambda f, r=result: np.save(f, r))
             except OSError as exc:
                 raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
             written.append(output_path)

@@ -361,7 +361,8 @@ def convolve(
         anchor=anchor,
         double_precision=double_precision,
     )
-    if type(border_value) not in (int, float) and not isinstance(border_value, np.number):
+    real = isinstance(border_value, np.number) and not isinstance(border_value, np.complexfloating)
+    if type(border_value) not in (int, float) and not real:
         raise TypeError(f"border_value must be a number, got {border_value!r}")
     padding = pixels.padding(filt.shape)
     if pixels.border == "none":

@@ -60,3 +60,12 @@ def test_cli_writes_no_output_when_a_later_input_is_bad(tmp_path):
     np.save(tmp_path / "five.npy", np.ones((8, 8, 3), np.float32))
     assert run_cli(*args, "--db", NO_DB).returncode == 0
     assert sorted(p.name for p in out.iterdir()) == ["five.npy", "good.npy"]
+
+
+def test_a_complex_border_value_is_refused_as_a_python_complex_is():
+    image = np.ones((6, 6), np.float32)
+    for value in (1j, np.complex64(1j)):
+        with pytest.raises(TypeError, match="border_value must be a number"):
+            autotune.convolve(image, ONES, mode="same", border="constant", border_value=value, db=NO_DB)
+    corner = autotune.convolve(image, ONES, mode="same", border_value=np.float16(2), db=NO_DB)[0, 0]
+    assert corner == 4 * 1 + 5 * 2  # 4 pixels and 5 border values under the filter

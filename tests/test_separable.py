@@ -779,6 +779,11 @@ def test_a_winner_whose_tiles_do_not_fit_starts_a_search_with_fewer_columns_a_wo
     fitted = SEPARABLE.fit_warm_start(winner, rank_two, gpu)
     assert fitted == {**winner, "work_x": 1} and not SEPARABLE.violations(fitted, rank_two, gpu)
     assert SEPARABLE.fit_warm_start(winner, rank_one, gpu) == winner
+    paired_columns = {**winner, "column_pairs": True}
+    assert not SEPARABLE.violations(paired_columns, rank_one, gpu)
+    assert SEPARABLE.violations(paired_columns, rank_two, gpu)
+    halved = SEPARABLE.fit_warm_start(paired_columns, rank_two, gpu)
+    assert halved == {**paired_columns, "work_x": 1, "column_pairs": False}
     too_tall = {**winner, "work_x": 1, "local_y": 32, "work_y": 16}  # no width fits these rows
     assert SEPARABLE.violations(too_tall, rank_two, gpu)
     assert SEPARABLE.fit_warm_start(too_tall, rank_two, gpu) == too_tall

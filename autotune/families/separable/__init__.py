@@ -197,12 +197,15 @@ class Separable(KernelFamily):
         rows a tile adds stay. On the H200 the F = 33 rank-1 winner (32x4 groups of 2x8)
         repaired by the search to 16x4 groups of 2x8 took 0.132 ms at rank 2, halved to 1x8
         0.113; at rank 3 the rank-2 winner (64x2 of 1x16) repaired to 32x2 of 1x16 0.174,
-        narrowed to 32x4 of 1x8 0.156 (BENCHMARKS.md)."""
+        narrowed to 32x4 of 1x8 0.156 (BENCHMARKS.md). Halved to one column, a winner
+        with `column_pairs` leaves them."""
         if not self.violations(config, problem, device):
             return config
         fitted = dict(config)
         while int(fitted.get("work_x", 1)) > 1:
             fitted["work_x"] = int(fitted["work_x"]) // 2
+            if fitted["work_x"] == 1:
+                fitted["column_pairs"] = False  # pairs of columns need two a work-item
             if not self.violations(fitted, problem, device):
                 return fitted
         heights = self.space.knobs["local_y"].values

@@ -67,14 +67,18 @@ def details(text: str) -> list[dict[str, str]]:
     return kernels
 
 
-def source_rows(text: str) -> list[dict[str, str]]:
-    """The SASS rows of an `ncu --page source --csv` output (what precedes them is the
-    profiled script's own output)."""
+def source_tables(text: str) -> list[list[dict[str, str]]]:
+    """The SASS rows of an `ncu --page source --csv` output, one table per kernel profiled
+    (what precedes them is the profiled script's own output)."""
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"Address"')), None)
-    if start is None:
+    starts = [i for i, line in enumerate(lines) if line.startswith('"Address"')]
+    if not starts:
         raise SystemExit("no source table in the file (was it written by ncu --page source --csv?)")
-    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+    tables = []
+    for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        table = [line for line in lines[start:end] if not line.startswith('"Kernel Name"')]
+        tables.append(list(csv.DictReader(io.StringIO("\n".join(table)))))
+    return tables
 
 
 def number(value: str) -> float:
@@ -91,19 +95,19 @@ def opcode_of(row: dict[str, str]) -> str:
     return (words[1] if words and words[0].startswith("@") else words[0]) if words else ""
 
 
-def mix(text: str) -> collections.Counter:
+def mix(rows: list[dict[str, str]]) -> collections.Counter:
     """Warp instructions executed by opcode, modifiers kept."""
     counts: collections.Counter = collections.Counter()
-    for row in source_rows(text):
+    for row in rows:
         counts[opcode_of(row)] += number(row["Instructions Executed"])
     return counts
 
 
-def regions(text: str) -> list[dict[str, float | str]]:
+def regions(rows: list[dict[str, str]]) -> list[dict[str, float | str]]:
     """Per part of the kernel between barriers (in program order): warp samples (the
     share of sampled warp time), instructions executed, and the main opcodes."""
     parts: list[collections.Counter] = [collections.Counter()]
-    for row in source_rows(text):
+    for row in rows:
         opcode = opcode_of(row).split(".")[0]
         part = parts[-1]
         part["samples"] += number(row["# Samples"])
@@ -149,24 +153,30 @@ def main() -> int:
             print(f"| {name} | " + " | ".join(k.get(name, "-") for k in kernels) + " |")
         print()
     for path in args.source:
-        print(f"## {path.name}: parts between barriers\n")
-        print("| part | warp samples | instructions | issuing | short scoreboard | barrier | main opcodes |")
-        print("|---|---|---|---|---|---|---|")
-        for index, part in enumerate(regions(path.read_text(errors="replace"))):
-            print(
-                f"| {index} | {part['samples']:.3f} | {part['instructions']:.3f} | {part['selected']:.3f} "
-                f"| {part['short_sb']:.3f} | {part['barrier']:.3f} | {part['opcodes']} |"
-            )
-        print()
-        if args.outputs:
-            counts = mix(path.read_text(errors="replace"))
-            total = sum(counts.values()) * 32 / args.outputs
-            print(f"Instructions per output (threads): {total:.1f}\n")
-            print("| opcode | per output |\n|---|---|")
-            for opcode, count in counts.most_common(12):
-                print(f"| {opcode} | {count * 32 / args.outputs:.2f} |")
-            print()
+        for kernel, rows in enumerate(source_tables(path.read_text(errors="replace"))):
+            print_source(path.name, kernel, rows, args.outputs)
     return 0
+
+
+def print_source(name: str, kernel: int, rows: list[dict[str, str]], outputs: int) -> None:
+    """One kernel's parts between barriers and, given its outputs, its mix per output."""
+    print(f"## {name}, kernel {kernel}: parts between barriers\n")
+    print("| part | warp samples | instructions | issuing | short scoreboard | barrier | main opcodes |")
+    print("|---|---|---|---|---|---|---|")
+    for index, part in enumerate(regions(rows)):
+        print(
+            f"| {index} | {part['samples']:.3f} | {part['instructions']:.3f} | {part['selected']:.3f} "
+            f"| {part['short_sb']:.3f} | {part['barrier']:.3f} | {part['opcodes']} |"
+        )
+    print()
+    if outputs:
+        counts = mix(rows)
+        total = sum(counts.values()) * 32 / outputs
+        print(f"Instructions per output (threads): {total:.1f}\n")
+        print("| opcode | per output |\n|---|---|")
+        for opcode, count in counts.most_common(12):
+            print(f"| {opcode} | {count * 32 / outputs:.2f} |")
+        print()
 
 
 if __name__ == "__main__":

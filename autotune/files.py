@@ -1,4 +1,5 @@
-"""Every file the tool writes goes through `write_files`: all or nothing.
+"""Every file the tool writes goes through `write_files` (or `StagedFiles`, for files made
+one by one): all or nothing.
 
 Each file is written to a temporary file in its own directory, flushed to disk, and
 only then renamed over its name (`os.replace`, atomic on POSIX). A set of files (an

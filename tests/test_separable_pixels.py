@@ -323,6 +323,9 @@ def test_walks_that_stage_only_the_new_rows_read_whole_vectors_and_verify(
 # walks (with and without stage_new_rows, prefetch) and in single tiles, a lone last term
 # (rank 3) in its own tile and in the .x parts of the pairs' tile, contiguous and
 # transposed rows.
+PAIRING_WALK = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
+PAIRING_WALK |= {"local_x": 4, "local_y": 4, "work_y": 2, "stage_vectors": True, "tiles_down": 4}
+PAIRING_WALK |= {"tap_space": "literal"}  # small walks staged in vectors, the pairings' base
 PAIRED_CASES = [
     ("none", "float32", 9, 2, (40, 70), {"stage_new_rows": True, "prefetch": True, "work_y": 4}),
     ("mirror", "uint8", 6, 3, (45, 53), {"local_y": 2, "work_y": 4}),
@@ -337,14 +340,17 @@ def test_terms_paired_in_float2_rows_verify(separable_evaluator, border, dtype, 
     """`paired_terms`: two terms' row-pass values side by side in one `__local` tile. It
     verifies; with a pair's values swapped in the row pass, or the column pass reading one
     term's part for both, it fails."""
-    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
-    config |= {"local_x": 4, "local_y": 4, "work_y": 2, "stage_vectors": True, "tiles_down": 4}
-    config = SEPARABLE.space.complete(config | {"paired_terms": True, "tap_space": "literal"} | changes)
+    config = SEPARABLE.space.complete(PAIRING_WALK | {"paired_terms": True} | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     swapped = variant.source.replace("(float2)(sum_0, pair_sum_0)", "(float2)(pair_sum_0, sum_0)")
     one_part = re.sub(r"(\* u_\d+)\.y;", r"\1.x;", variant.source)
-    for broken in (swapped, one_part):
-        wrong = _measured_as(separable_evaluator, variant, broken, problem)
+    _each_fails(separable_evaluator, variant, problem, (swapped, one_part))
+
+
+def _each_fails(evaluator, variant, problem, sources) -> None:
+    """Each of these sources in place of the variant's is measured as a wrong result."""
+    for broken in sources:
+        wrong = _measured_as(evaluator, variant, broken, problem)
         assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
 
 
@@ -368,15 +374,11 @@ def test_row_pass_values_in_column_pairs_verify(
     """`column_pairs`: two adjacent columns' row-pass values as one float2. It verifies; with
     a pair's columns swapped in the row pass, or an output pair stored the wrong way round,
     it fails."""
-    config = {"cache_input": True, "row_columns": "transposed", "row_window": 4, "row_loads": 4}
-    config |= {"local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2, "stage_vectors": True, "tiles_down": 4}
-    config = SEPARABLE.space.complete(config | {"column_pairs": True, "tap_space": "literal"} | changes)
+    config = SEPARABLE.space.complete(PAIRING_WALK | {"column_pairs": True, "work_x": 2} | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     swapped = variant.source.replace("(float2)(sum_0, sum_1)", "(float2)(sum_1, sum_0)")
     stored = re.sub(r"(acc_\d+_\d+)\.y\b", r"\1.x", variant.source)
-    for broken in (swapped, stored):
-        wrong = _measured_as(separable_evaluator, variant, broken, problem)
-        assert wrong.status.value == "wrong_result", (wrong.status, wrong.error)
+    _each_fails(separable_evaluator, variant, problem, (swapped, stored))
 
 
 def test_paired_terms_need_two_terms_and_windows():

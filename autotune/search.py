@@ -80,14 +80,20 @@ def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.Ba
     raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")
 
 
+# Points a repair steered by rule counts carries to its next step. With 20, repairs of the
+# CPU streaming layout on a GPU's separable space found nothing by steps or draws in 5-11 of
+# 40 (ties in the count crowd the right points out); with 200, none (bench/repair_rare_points.py).
+REPAIR_BEAM = 200
+
+
 def next_bases(changed: list, rng: random.Random, violations: Callable[[Any], int] | None) -> list:
-    """Where a repair looks next, one knob further: 20 of the points it just tried, those
-    breaking the fewest rules where that is known (ties in `changed`'s shuffled order),
-    so a point several knobs from every valid one (a CPU layout proposed on a GPU) is
-    still repaired; else 20 at random."""
+    """Where a repair looks next, one knob further: `REPAIR_BEAM` of the points it just
+    tried, those breaking the fewest rules, where that is known (ties in `changed`'s
+    shuffled order), so a point several knobs from every valid one (a CPU layout proposed
+    on a GPU) is still repaired; else 20 at random (replays, whose spaces have no rules)."""
     if violations is None:
         return rng.sample(changed, min(len(changed), 20))
-    return sorted(changed, key=violations)[:20]
+    return sorted(changed, key=violations)[:REPAIR_BEAM]
 
 
 def nearest_by_draws(

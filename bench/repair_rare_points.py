@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import random
 import sys
 from pathlib import Path
@@ -33,6 +34,8 @@ H200_LIMITS = {
 # A point the gp sampler proposed in a real H200 search at F = 33, rank 2 (the streaming form).
 FAR = {"row_columns": "transposed", "local_x": 16, "work_x": 64, "work_y": 2, "row_window": 8}
 FAR |= {"stream_rows": 256, "column_vector": 4, "x_vector": 8}
+# The CPU streaming preset's layout (what a CPU's winner lends a GPU search).
+CPU_LAYOUT = {"stream_rows": 256, "x_vector": 16, "work_x": 64, "local_x": 1, "local_y": 1}
 
 
 def main() -> None:
@@ -41,7 +44,9 @@ def main() -> None:
     args = parser.parse_args()
     device = dataclasses.replace(device_info(0), **H200_LIMITS)
     space = SEPARABLE.space
-    for width, rank in ((9, 1), (33, 1), (33, 2)):
+    for (width, rank), (name, far) in itertools.product(
+        ((9, 1), (33, 1), (33, 2)), (("a gp proposal", FAR), ("the CPU layout", CPU_LAYOUT))
+    ):
         problem = SeparableProblem(width, rank, 4096, 4096, "float32")
 
         def valid(config, problem=problem):
@@ -55,7 +60,7 @@ def main() -> None:
         missed = with_known_missed = 0
         for seed in range(args.seeds):
             search = Search(space, "gp", seed, valid=valid, violations=violations)
-            point = search._point(search.encode(FAR))
+            point = search._point(search.encode(space.complete(far)))
             # Nothing known: the repair's steps and draws alone (what it was before the fallback).
             alone = repair_point(
                 point, search.sizes, search._usable, search.random, search._point_violations, lambda: []
@@ -66,8 +71,9 @@ def main() -> None:
                 again.in_flight.add(again._point(again.encode(space.presets["tiled"].config)))
                 with_known_missed += again._repair(point) is None
         print(
-            f"F = {width}, rank {rank}: valid {hits} of 20000 random points; steps and draws found "
-            f"nothing in {missed} of {args.seeds} repairs; with one known valid point, {with_known_missed}",
+            f"F = {width}, rank {rank}, from {name}: valid {hits} of 20000 random points; steps and draws "
+            f"found nothing in {missed} of {args.seeds} repairs; with one known valid point, "
+            f"{with_known_missed}",
             flush=True,
         )
 

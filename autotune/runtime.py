@@ -161,16 +161,18 @@ def plan(
     out_dtype: Any = np.float32,
     batch: bool = False,
     anchor: tuple[int, int] | None = None,
+    flip: bool = False,
 ) -> Choice:
     """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C);
     with `batch`, (N, H, W) or (N, H, W, C)) and dtype, and a filter of `filter_size`:
-    F (F x F) or (rows, F); `anchor` as `convolve` takes it.
+    F (F x F) or (rows, F); `anchor` and `flip` as `convolve` takes them (a flipped
+    filter of even size is anchored one tap earlier, so it is another kernel).
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
     says which form answered, `.reason` why, `.compared` the times weighed."""
     device = _check_options(device, db)
     info, _, _ = _context(device)
-    taps = None if filter is None else prepared_filter(filter, "valid", False)
+    taps = None if filter is None else prepared_filter(filter, "valid", flip)
     sides = (filter_size, filter_size) if isinstance(filter_size, int) else tuple(filter_size)
     if len(sides) != 2 or not all(type(n) is int and n > 0 for n in sides):
         raise ValueError(f"filter_size must be F or (rows, F) of positive ints, got {filter_size!r}")
@@ -183,6 +185,7 @@ def plan(
         out_dtype,
         mode,
         border,
+        flip=flip,
         channels=channels,
         frames=frames,
         anchor=anchor,

@@ -15,6 +15,7 @@ import pytest
 import scipy.ndimage as ndi
 
 import autotune
+from autotune.call_arguments import same_padding
 from autotune.errors import UsageError
 from autotune.families.c_header import holds_in_header
 from autotune.families.conv2d import CONV2D, Conv2DProblem
@@ -282,3 +283,20 @@ def test_convolve_command_takes_rows_by_width_filters_an_anchor_and_a_batch(tmp_
             "convolve", str(source), str(tmp_path / "x.npy"), "--filter", "box:3", *args, "--db", NO_DB
         )
         assert bad.returncode == 2 and message in bad.stderr and not (tmp_path / "x.npy").exists()
+
+
+@pytest.mark.parametrize("shape", [(2, 4), (4, 4), (3, 6), (5, 3)])
+def test_plan_takes_flip_and_answers_for_the_kernel_convolve_runs(shape):
+    """A flipped filter of even size sits one tap earlier over each output ('same'), a
+    kernel of its own: plan(flip=True) must name it, as the Convolver does."""
+    rng = np.random.default_rng(sum(shape))
+    filt = rng.uniform(-1, 1, shape).astype(np.float32)
+    call = {"mode": "same", "border": "mirror", "db": NO_DB}
+    flipped = autotune.plan((17, 14), shape, filter=filt, flip=True, **call)
+    runs = autotune.Convolver((17, 14), filt, flip=True, **call).plan
+    assert flipped.problem == runs.problem and flipped.algorithm == runs.algorithm
+    rows, columns = same_padding(shape, flip=True)
+    assert (flipped.problem.anchor_row, flipped.problem.anchor_column) == (rows[0], columns[0])
+    plain = autotune.plan((17, 14), shape, filter=filt, **call).problem
+    even = [side % 2 == 0 for side in shape]
+    assert (plain.anchor_row != rows[0], plain.anchor_column != columns[0]) == tuple(even)

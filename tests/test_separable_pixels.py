@@ -539,7 +539,7 @@ def test_cli_tunes_and_exports_separable_kinds_of_real_images(tmp_path):
     manifest = json.loads((tmp_path / "out" / "separable_f5_r1_uint8_uint8_mirror.json").read_text())
     assert (manifest["dtype"], manifest["border"]) == ("uint8", "mirror")
     # one launch, or (passes = 2, which a short search on a CPU may pick) two in order
-    launches = manifest.get("launches") or [manifest]
+    launches = manifest.get("launches", [manifest])
     assert len(launches) == (2 if config["passes"] == 2 else 1), manifest
     assert all(launch["arguments"][-1] == "const float border_value" for launch in launches)
     # the tuned kernel is what convolve() runs for such an image when it was measured faster here

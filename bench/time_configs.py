@@ -15,6 +15,10 @@ device rule otherwise keeps off it.
 
 Each --pixels names one problem kind (its fields beside the width and size); several are
 timed side by side, kind after kind for every config, in one run.
+
+`--rounds N` times the whole list N times over, config after config each round, and
+reports each config's median of its N times (min ms: the lowest of them): differences of a
+few percent between configs are then not the drift of one moment of the machine.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ def main() -> int:
         help="take the device's native float vector as this wide (probes configs its rules keep out)",
     )
     parser.add_argument("--compilers", type=int, default=0, help="compile ahead in this many processes")
+    parser.add_argument("--rounds", type=int, default=1, help="time the list this many times, interleaved")
     args = parser.parse_args()
 
     family = get_family(args.family)
@@ -93,13 +98,27 @@ def main() -> int:
             variants = [evaluator.render(config, problem) for _, config, _, problem in cases]
             # every build submitted before the first measurement: compiled ahead
             ahead = [pool.submit(v) if pool and isinstance(v, KernelVariant) else None for v in variants]
-            for (label, _, fields, problem), variant, compiled in zip(cases, variants, ahead, strict=True):
-                if isinstance(variant, KernelVariant):
-                    measured = evaluator.measure(variant, problem, compiled)
-                else:
-                    measured = variant  # not valid here: says why
-                _report(measured, problem, label, fields)
+            rounds: list[list] = [[] for _ in cases]
+            last = max(1, args.rounds) - 1
+            for round_index in range(last + 1):
+                for times, variant, compiled, case in zip(rounds, variants, ahead, cases, strict=True):
+                    label, _, fields, problem = case
+                    if isinstance(variant, KernelVariant) and (not times or times[-1].ok):
+                        times.append(evaluator.measure(variant, problem, compiled))
+                    elif not times:
+                        times.append(variant)  # not valid here: says why
+                    if round_index == last:  # each row printed as soon as it is known
+                        _report(_median_of(times), problem, label, fields)
     return 0
+
+
+def _median_of(times: list):
+    """One measurement standing for several rounds': the median time, the lowest as min."""
+    if len(times) == 1 or not all(m.ok for m in times):
+        return times[-1]
+    ordered = sorted(times, key=lambda m: m.time_ms)
+    median = ordered[(len(ordered) - 1) // 2]
+    return dataclasses.replace(median, min_ms=min(m.min_ms for m in times))
 
 
 def _report(m, problem, label: str, fields: dict) -> None:

@@ -381,6 +381,46 @@ def test_row_pass_values_in_column_pairs_verify(
     _each_fails(separable_evaluator, variant, problem, (swapped, stored))
 
 
+# (border, pixel type, filter width, rank, output size, knobs) for `fast_fir`: both passes or
+# one, walks and single tiles, odd and even widths, with column_pairs and with paired_terms
+# (a lone last term too), tap arguments and taps compiled in.
+FAST_FIR_CASES = [
+    ("none", "float32", 11, 1, (41, 70), {"fast_fir": "both", "work_y": 4, "stage_new_rows": True, "prefetch": True}),
+    ("mirror", "uint8", 12, 2, (45, 53), {"fast_fir": "rows", "work_x": 2, "work_y": 4, "column_pairs": True}),
+    ("constant", "float16", 13, 3, (38, 19), UNSTAGED | {"fast_fir": "columns", "work_y": 4, "tap_space": "constant"}),
+    ("wrap", "float32", 14, 3, (30, 41), {"fast_fir": "both", "paired_terms": True, "work_y": 4}),
+    ("none", "uint16", 17, 3, (33, 29), {"fast_fir": "both", "paired_terms": True, "work_y": 4, "tiles_down": 1}),
+    ("reflect", "float32", 11, 2, (26, 31), {"fast_fir": "both", "work_x": 4, "work_y": 8, "row_window": 8}),
+]
+
+
+@pytest.mark.parametrize("border,dtype,width,rank,size,changes", FAST_FIR_CASES)
+def test_outputs_in_pairs_by_the_fast_fir_algorithm_verify(
+    separable_evaluator, border, dtype, width, rank, size, changes
+):
+    """`fast_fir`: two outputs of a pass from three half-length sums. It verifies; with the
+    next pair's even-tap sum added instead of subtracted, or an input pair summed from one
+    input twice, it fails."""
+    config = SEPARABLE.space.complete(PAIRING_WALK | changes)
+    variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
+    plus = re.sub(r" - (even_\d+)", r" + \1", variant.source, count=1)
+    one_input = re.sub(r"(pair_\d+ = (\w+_\d+)) \+ \w+_\d+;", r"\1 + \2;", variant.source, count=1)
+    assert variant.source not in (plus, one_input)
+    _each_fails(separable_evaluator, variant, problem, (plus, one_input))
+
+
+def test_fast_fir_needs_wide_filters_and_even_pairs():
+    config = SEPARABLE.space.complete(PAIRING_WALK | {"fast_fir": "both", "work_y": 4})
+    assert not SEPARABLE.violations(config, SeparableProblem(11, 1, 20, 20, "float32"))
+    for refused, problem in [
+        (config, SeparableProblem(9, 1, 20, 20, "float32")),  # below 11 taps it costs more
+        (config | {"work_y": 2}, SeparableProblem(11, 1, 20, 20, "float32")),  # one pair a column
+        (config | {"fast_fir": "rows", "row_window": 0, "work_x": 1}, SeparableProblem(11, 1, 20, 20)),  # odd window
+        (config | {"stream_rows": 16}, SeparableProblem(11, 1, 20, 20, "float32")),
+    ]:
+        assert any("fast_fir" in reason for reason in SEPARABLE.violations(refused, problem)), refused
+
+
 def test_paired_terms_need_two_terms_and_windows():
     problem = SeparableProblem(5, 1, 20, 20, "float32")
     config = SEPARABLE.space.complete({"paired_terms": True, "row_columns": "contiguous"})

@@ -14,6 +14,7 @@ from autotune.families.base import KernelVariant, Launch
 from autotune.families.conv2d.render import check_filter_width
 from autotune.families.image import PIXEL_TYPES
 from autotune.families.rendering import float_literal, load_template
+from autotune.families.separable.fast_fir import fast_fir_plan
 from autotune.families.separable.problem import MAX_RANK
 from autotune.space import Config, SearchSpace
 
@@ -75,6 +76,8 @@ def generate(
     # The terms whose row-pass rows share one `__local` tile (as float2 pairs with paired_terms).
     pair = 2 if config.get("paired_terms") else 1
     term_groups = [list(range(k, min(k + pair, rank))) for k in range(0, rank, pair)]
+    fast_fir = str(config.get("fast_fir", "none"))
+    window, work_y = int(config["row_window"]) or int(config["work_x"]), int(config["work_y"])
     source = load_template(TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(space.comment_config(config), sort_keys=True),
@@ -82,6 +85,8 @@ def generate(
         filter_width=filter_width,
         rank=rank,
         term_groups=term_groups,
+        row_plan=fast_fir_plan(filter_width, window) if fast_fir in ("rows", "both") else None,
+        column_plan=fast_fir_plan(filter_width, work_y) if fast_fir in ("columns", "both") else None,
         tap_type="__constant float" if config["tap_space"] == "constant" else "__global const float",
         row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
         column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,

@@ -16,7 +16,8 @@ def test_the_plan_is_a_correlation(filter_width, outputs):
     taps = rng.normal(size=filter_width).tolist()
     values = rng.normal(size=outputs + filter_width - 1).tolist()
     expected = np.correlate(values, taps, mode="valid")
-    np.testing.assert_allclose(evaluate(fast_fir_plan(filter_width, outputs), taps, values), expected, atol=1e-12)
+    got = evaluate(fast_fir_plan(filter_width, outputs), taps, values)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
 
 
 @pytest.mark.parametrize("filter_width,outputs", [(33, 16), (33, 8), (17, 16), (12, 4)])

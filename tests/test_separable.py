@@ -797,3 +797,10 @@ def test_a_winner_whose_tiles_do_not_fit_starts_a_search_with_fewer_columns_a_wo
     narrowed = SEPARABLE.fit_warm_start(wide, rank_three, gpu)
     assert narrowed == {**wide, "local_x": 32, "local_y": 4, "work_y": 8}
     assert not SEPARABLE.violations(narrowed, rank_three, gpu)
+    # a winner's fast FIR pairs are left out where the filter is too narrow for them, kept
+    # where the narrowed tile still has pairs enough
+    fast = {**wide, "fast_fir": "both"}
+    narrow_filter = SeparableProblem(9, 1, 4096, 4096)
+    assert SEPARABLE.violations(fast, narrow_filter, gpu)
+    assert SEPARABLE.fit_warm_start(fast, narrow_filter, gpu) == {**wide, "fast_fir": "none"}
+    assert SEPARABLE.fit_warm_start(fast, rank_three, gpu) == {**narrowed, "fast_fir": "both"}

@@ -384,12 +384,15 @@ def test_row_pass_values_in_column_pairs_verify(
 # (border, pixel type, filter width, rank, output size, knobs) for `fast_fir`: both passes or
 # one, walks and single tiles, odd and even widths, with column_pairs and with paired_terms
 # (a lone last term too), tap arguments and taps compiled in.
+WALK_AHEAD = {"stage_new_rows": True, "prefetch": True}
+TALL, TAP_ARGUMENTS = {"work_y": 4}, {"tap_space": "constant"}
+TERM_PAIRS = {"paired_terms": True} | TALL
 FAST_FIR_CASES = [
-    ("none", "float32", 11, 1, (41, 70), {"fast_fir": "both", "work_y": 4, "stage_new_rows": True, "prefetch": True}),
-    ("mirror", "uint8", 12, 2, (45, 53), {"fast_fir": "rows", "work_x": 2, "work_y": 4, "column_pairs": True}),
-    ("constant", "float16", 13, 3, (38, 19), UNSTAGED | {"fast_fir": "columns", "work_y": 4, "tap_space": "constant"}),
-    ("wrap", "float32", 14, 3, (30, 41), {"fast_fir": "both", "paired_terms": True, "work_y": 4}),
-    ("none", "uint16", 17, 3, (33, 29), {"fast_fir": "both", "paired_terms": True, "work_y": 4, "tiles_down": 1}),
+    ("none", "float32", 11, 1, (41, 70), WALK_AHEAD | {"fast_fir": "both", "work_y": 4}),
+    ("mirror", "uint8", 12, 2, (45, 53), {"fast_fir": "rows", "work_x": 2, "column_pairs": True} | TALL),
+    ("constant", "float16", 13, 3, (38, 19), UNSTAGED | TALL | TAP_ARGUMENTS | {"fast_fir": "columns"}),
+    ("wrap", "float32", 14, 3, (30, 41), TERM_PAIRS | {"fast_fir": "both"}),
+    ("none", "uint16", 17, 3, (33, 29), TERM_PAIRS | {"fast_fir": "both", "tiles_down": 1}),
     ("reflect", "float32", 11, 2, (26, 31), {"fast_fir": "both", "work_x": 4, "work_y": 8, "row_window": 8}),
 ]
 
@@ -415,7 +418,7 @@ def test_fast_fir_needs_wide_filters_and_even_pairs():
     for refused, problem in [
         (config, SeparableProblem(9, 1, 20, 20, "float32")),  # below 11 taps it costs more
         (config | {"work_y": 2}, SeparableProblem(11, 1, 20, 20, "float32")),  # one pair a column
-        (config | {"fast_fir": "rows", "row_window": 0, "work_x": 1}, SeparableProblem(11, 1, 20, 20)),  # odd window
+        (config | {"fast_fir": "rows", "row_window": 0, "work_x": 1}, SeparableProblem(11, 1, 20, 20)),
         (config | {"stream_rows": 16}, SeparableProblem(11, 1, 20, 20, "float32")),
     ]:
         assert any("fast_fir" in reason for reason in SEPARABLE.violations(refused, problem)), refused

@@ -58,6 +58,8 @@ def test_every_knob_is_documented_and_reaches_the_template(family_name):
             problem["border"] = "mirror"
         if preset.config.get("paired_terms"):  # pairs of rank terms: rank 2 and more
             problem["rank"] = 2
+        if preset.config.get("fast_fir", "none") != "none":  # outputs in pairs: wide filters
+            problem["filter_width"] = 25
         assert space.violations(preset.config, problem) == [], preset.name
 
 

@@ -198,14 +198,18 @@ class Separable(KernelFamily):
         repaired by the search to 16x4 groups of 2x8 took 0.132 ms at rank 2, halved to 1x8
         0.113; at rank 3 the rank-2 winner (64x2 of 1x16) repaired to 32x2 of 1x16 0.174,
         narrowed to 32x4 of 1x8 0.156 (BENCHMARKS.md). Halved to one column, a winner
-        with `column_pairs` leaves them."""
+        with `column_pairs` leaves them; a winner's `fast_fir` that does not hold here (a
+        narrower filter, fewer outputs in a pass) is left out."""
         if not self.violations(config, problem, device):
             return config
-        fitted = dict(config)
+        fitted = self._fast_fir_fitted(dict(config), problem, device)
+        if not self.violations(fitted, problem, device):
+            return fitted
         while int(fitted.get("work_x", 1)) > 1:
             fitted["work_x"] = int(fitted["work_x"]) // 2
             if fitted["work_x"] == 1:
                 fitted["column_pairs"] = False  # pairs of columns need two a work-item
+            fitted = self._fast_fir_fitted(fitted, problem, device)
             if not self.violations(fitted, problem, device):
                 return fitted
         heights = self.space.knobs["local_y"].values
@@ -213,8 +217,17 @@ class Separable(KernelFamily):
         while width > 1 and rows > 1 and 2 * height in heights:
             width, height, rows = width // 2, 2 * height, rows // 2
             fitted.update(local_x=width, local_y=height, work_y=rows)
+            fitted = self._fast_fir_fitted(fitted, problem, device)
             if not self.violations(fitted, problem, device):
                 return fitted
+        return config
+
+    def _fast_fir_fitted(self, config: dict, problem: Problem, device: object) -> dict:
+        """`config` with `fast_fir` off where its rule is one it breaks."""
+        if config.get("fast_fir", "none") == "none":
+            return config
+        if any(reason.startswith("fast_fir") for reason in self.violations(config, problem, device)):
+            return {**config, "fast_fir": "none"}
         return config
 
     def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:

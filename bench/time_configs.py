@@ -17,8 +17,9 @@ Each --pixels names one problem kind (its fields beside the width and size); sev
 timed side by side, kind after kind for every config, in one run.
 
 `--rounds N` times the whole list N times over, config after config each round, and
-reports each config's median of its N times (min ms: the lowest of them): differences of a
-few percent between configs are then not the drift of one moment of the machine.
+reports each config's median of its N times (the lower middle one for an even N; min ms:
+the fastest single launch of all its rounds): differences of a few percent between configs
+are then not the drift of one moment of the machine.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from autotune.devices import device_info
 from autotune.evaluate import Evaluator
 from autotune.families import KernelVariant, get_family
 from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+from autotune.outcomes import Measurement
 
 
 def main() -> int:
@@ -98,10 +100,10 @@ def main() -> int:
             variants = [evaluator.render(config, problem) for _, config, _, problem in cases]
             # every build submitted before the first measurement: compiled ahead
             ahead = [pool.submit(v) if pool and isinstance(v, KernelVariant) else None for v in variants]
-            rounds: list[list] = [[] for _ in cases]
+            times_by_case: list[list[Measurement]] = [[] for _ in cases]
             last = max(1, args.rounds) - 1
             for round_index in range(last + 1):
-                for times, variant, compiled, case in zip(rounds, variants, ahead, cases, strict=True):
+                for times, variant, compiled, case in zip(times_by_case, variants, ahead, cases, strict=True):
                     label, _, fields, problem = case
                     if isinstance(variant, KernelVariant) and (not times or times[-1].ok):
                         times.append(evaluator.measure(variant, problem, compiled))
@@ -112,7 +114,7 @@ def main() -> int:
     return 0
 
 
-def _median_of(times: list):
+def _median_of(times: list[Measurement]) -> Measurement:
     """One measurement standing for several rounds': the median time, the lowest as min."""
     if len(times) == 1 or not all(m.ok for m in times):
         return times[-1]

@@ -804,3 +804,8 @@ def test_a_winner_whose_tiles_do_not_fit_starts_a_search_with_fewer_columns_a_wo
     assert SEPARABLE.violations(fast, narrow_filter, gpu)
     assert SEPARABLE.fit_warm_start(fast, narrow_filter, gpu) == {**wide, "fast_fir": "none"}
     assert SEPARABLE.fit_warm_start(fast, rank_three, gpu) == {**narrowed, "fast_fir": "both"}
+    # narrowed to 4 outputs down a column, the rows keep their pairs and the columns drop theirs
+    shorter = {**fast, "local_y": 4, "work_y": 8}
+    assert SEPARABLE.violations(shorter, rank_three, gpu)
+    fitted = SEPARABLE.fit_warm_start(shorter, rank_three, gpu)
+    assert fitted == {**shorter, "local_x": 32, "local_y": 8, "work_y": 4, "fast_fir": "rows"}

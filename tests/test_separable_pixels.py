@@ -382,18 +382,21 @@ def test_row_pass_values_in_column_pairs_verify(
 
 
 # (border, pixel type, filter width, rank, output size, knobs) for `fast_fir`: both passes or
-# one, walks and single tiles, odd and even widths, with column_pairs and with paired_terms
-# (a lone last term too), tap arguments and taps compiled in.
-WALK_AHEAD = {"stage_new_rows": True, "prefetch": True}
-TALL, TAP_ARGUMENTS = {"work_y": 4}, {"tap_space": "constant"}
-TERM_PAIRS = {"paired_terms": True} | TALL
+# one, walks and single tiles, odd and even widths, with column_pairs, with paired_terms
+# (a lone last term too), windows of work_x columns, carry_rows, tap arguments and taps
+# compiled in.
+WALK_AHEAD = {"stage_new_rows": True}
+WIDE, TAP_ARGUMENTS = {"work_x": 2, "row_window": 8, "work_y": 8}, {"tap_space": "constant"}
+UNWINDOWED = {"row_columns": "contiguous", "work_x": 8, "row_window": 0}
+UNWINDOWED |= {"row_loads": 1, "stage_vectors": False}
 FAST_FIR_CASES = [
-    ("none", "float32", 11, 1, (41, 70), WALK_AHEAD | {"fast_fir": "both", "work_y": 4}),
-    ("mirror", "uint8", 12, 2, (45, 53), {"fast_fir": "rows", "work_x": 2, "column_pairs": True} | TALL),
-    ("constant", "float16", 13, 3, (38, 19), UNSTAGED | TALL | TAP_ARGUMENTS | {"fast_fir": "columns"}),
-    ("wrap", "float32", 14, 3, (30, 41), TERM_PAIRS | {"fast_fir": "both"}),
-    ("none", "uint16", 17, 3, (33, 29), TERM_PAIRS | {"fast_fir": "both", "tiles_down": 1}),
-    ("reflect", "float32", 11, 2, (26, 31), {"fast_fir": "both", "work_x": 4, "work_y": 8, "row_window": 8}),
+    ("none", "float32", 17, 1, (41, 70), WIDE | WALK_AHEAD | {"fast_fir": "both", "local_y": 2}),
+    ("mirror", "uint8", 18, 2, (45, 53), WIDE | {"fast_fir": "both", "column_pairs": True}),
+    ("constant", "float16", 19, 3, (38, 19), UNSTAGED | WIDE | TAP_ARGUMENTS | {"fast_fir": "columns"}),
+    ("wrap", "float32", 20, 3, (30, 41), WIDE | {"fast_fir": "both", "paired_terms": True}),
+    ("none", "uint16", 17, 3, (33, 29), WIDE | {"fast_fir": "both", "paired_terms": True, "tiles_down": 1}),
+    ("reflect", "float32", 17, 2, (37, 31), UNWINDOWED | {"fast_fir": "both", "work_y": 8, "tiles_down": 1}),
+    ("none", "float32", 17, 1, (37, 45), UNWINDOWED | {"fast_fir": "rows", "carry_rows": True, "local_y": 1}),
 ]
 
 
@@ -401,27 +404,42 @@ FAST_FIR_CASES = [
 def test_outputs_in_pairs_by_the_fast_fir_algorithm_verify(
     separable_evaluator, border, dtype, width, rank, size, changes
 ):
-    """`fast_fir`: two outputs of a pass from three half-length sums. It verifies; with the
-    next pair's even-tap sum added instead of subtracted, or an input pair summed from one
-    input twice, it fails."""
+    """`fast_fir`: two outputs of a pass from three half-length sums. Each pass it names
+    renders its sums (the row pass once per term group, the column pass once per group and
+    column); the kernel verifies; with the next pair's
+    even-tap sum added instead of subtracted in the first or the last pass, or an input pair
+    summed from one input twice, it fails."""
     config = SEPARABLE.space.complete(PAIRING_WALK | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
-    plus = re.sub(r" - (even_\d+)", r" + \1", variant.source, count=1)
+    groups = (rank + 1) // 2 if config["paired_terms"] else rank
+    columns = config["work_x"] // 2 if config["column_pairs"] else config["work_x"]  # a work-item's
+    rows_sums = groups if config["fast_fir"] in ("rows", "both") else 0
+    column_sums = groups * columns if config["fast_fir"] in ("columns", "both") else 0
+    assert variant.source.count("Two-parallel fast FIR") == rows_sums + column_sums
+    subtracted = [m.start() for m in re.finditer(r" - even_\d+", variant.source)]
+    first_plus = variant.source[: subtracted[0]] + " + " + variant.source[subtracted[0] + 3 :]
+    last_plus = variant.source[: subtracted[-1]] + " + " + variant.source[subtracted[-1] + 3 :]
     one_input = re.sub(r"(pair_\d+ = (\w+_\d+)) \+ \w+_\d+;", r"\1 + \2;", variant.source, count=1)
-    assert variant.source not in (plus, one_input)
-    _each_fails(separable_evaluator, variant, problem, (plus, one_input))
+    assert variant.source not in (first_plus, last_plus, one_input)
+    _each_fails(separable_evaluator, variant, problem, (first_plus, last_plus, one_input))
 
 
-def test_fast_fir_needs_wide_filters_and_even_pairs():
-    config = SEPARABLE.space.complete(PAIRING_WALK | {"fast_fir": "both", "work_y": 4})
-    assert not SEPARABLE.violations(config, SeparableProblem(11, 1, 20, 20, "float32"))
-    for refused, problem in [
-        (config, SeparableProblem(9, 1, 20, 20, "float32")),  # below 11 taps it costs more
-        (config | {"work_y": 2}, SeparableProblem(11, 1, 20, 20, "float32")),  # one pair a column
-        (config | {"fast_fir": "rows", "row_window": 0, "work_x": 1}, SeparableProblem(11, 1, 20, 20)),
-        (config | {"stream_rows": 16}, SeparableProblem(11, 1, 20, 20, "float32")),
+def test_fast_fir_needs_wide_filters_and_many_outputs_a_pass():
+    config = SEPARABLE.space.complete(PAIRING_WALK | WIDE | {"fast_fir": "both"})
+    problem = SeparableProblem(17, 1, 20, 20, "float32")
+    assert not SEPARABLE.violations(config, problem)
+    assert not SEPARABLE.violations(config | {"fast_fir": "rows", "work_y": 2, "tiles_down": 1}, problem)
+    strided = UNWINDOWED | {"row_columns": "strided", "work_x": 2}  # rows without windows
+    assert not SEPARABLE.violations(config | strided | {"fast_fir": "columns"}, problem)
+    for refused, refused_problem in [
+        (config, SeparableProblem(15, 1, 20, 20, "float32")),  # narrower: it costs as much as it saves
+        (config | {"work_y": 4}, problem),  # two pairs a column
+        (config | {"fast_fir": "rows", "row_window": 4}, problem),
+        (config | {"fast_fir": "rows", "row_columns": "strided", "row_window": 0}, problem),
+        (config | {"fast_fir": "columns", "carry_rows": True, "local_y": 1}, problem),
+        (config | {"stream_rows": 16}, problem),
     ]:
-        assert any("fast_fir" in reason for reason in SEPARABLE.violations(refused, problem)), refused
+        assert any("fast_fir" in reason for reason in SEPARABLE.violations(refused, refused_problem)), refused
 
 
 def test_paired_terms_need_two_terms_and_windows():

@@ -223,12 +223,17 @@ class Separable(KernelFamily):
         return config
 
     def _fast_fir_fitted(self, config: dict, problem: Problem, device: object) -> dict:
-        """`config` with `fast_fir` off where its rule is one it breaks."""
-        if config.get("fast_fir", "none") == "none":
-            return config
-        if any(reason.startswith("fast_fir") for reason in self.violations(config, problem, device)):
-            return {**config, "fast_fir": "none"}
-        return config
+        """`config` with as much of its `fast_fir` as holds here: `both` keeps the pass
+        whose pairs still pay (rows, else columns), else the knob is off."""
+        value = config.get("fast_fir", "none")
+        kept_values = [value, "rows", "columns"] if value == "both" else [value]
+        for kept in kept_values:
+            candidate = {**config, "fast_fir": kept}
+            # the knob breaks a rule where the config breaks more rules with it than without
+            without = len(self.violations({**candidate, "fast_fir": "none"}, problem, device))
+            if len(self.violations(candidate, problem, device)) <= without:
+                return candidate
+        return {**config, "fast_fir": "none"}
 
     def t4_fields(self, key: Mapping[str, Any]) -> dict[str, Any]:
         return {"filter_width": key["filter_width"], "rank": key["rank"]}

@@ -12,8 +12,9 @@ With taps h, L = F // 2, inputs v and outputs y[i] = sum_t h[t] v[i + t]:
     y[2n + 1] = both[n] - even[n + 1] - odd[n]   (+ h[F - 1] v[2n + F] for odd F)
 
 For N outputs (N even, P = N / 2 pairs) that is (3P + 1) L multiply-adds, P + L - 1 input
-pairs added and five operations a pair to combine, against 2P F: fewer from about P >= 3 at
-F >= 11. Rounding: `both` sums twice the magnitudes the direct sums do and the combination
+pairs added and five operations a pair to combine, against 2P F: counting every operation
+alike, fewer from P >= 4 (8 outputs) at F >= 17, from P >= 8 at F >= 13; with 4 outputs
+never. Rounding: `both` sums twice the magnitudes the direct sums do and the combination
 subtracts, so its worst-case bound is about twice the direct one's; every variant is still
 checked against the reference within the problem's tolerance.
 """
@@ -56,6 +57,9 @@ class Output:
 
 @dataclass(frozen=True)
 class FastFirPlan:
+    """The partial sums to declare, what each input feeds in the order inputs are read,
+    and how each output is made from the sums."""
+
     sums: tuple[str, ...]
     steps: tuple[Step, ...]
     outputs: tuple[Output, ...]

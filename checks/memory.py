@@ -202,7 +202,8 @@ def _separable_cases() -> list[Case]:
     space = SEPARABLE.space
     base = {"local_x": 4, "local_y": 4, "work_x": 2, "work_y": 2}
     configs = [dict(p.config, local_x=8, local_y=4) for p in space.presets.values()]
-    configs += _knob_values(space, base, {"filter_width": 5, "rank": 2})
+    # fast_fir holds from F = 17 with 8 outputs a pass: its own cases below
+    configs += _knob_values(space, base, {"filter_width": 5, "rank": 2}, skip=("fast_fir",))
     # Every row-pass layout with and without the staged input, on a wide tile.
     for row_columns in ("strided", "contiguous", "transposed"):
         for cache_input in (False, True):
@@ -289,6 +290,20 @@ def _separable_cases() -> list[Case]:
         config |= {"stage_new_rows": True}
         key = {"filter_width": filter_width, "rank": 2, "out_width": out_width, "out_height": 37}
         key |= {"dtype": "float32", "border": border} | ({"anchor": 4} if border != "none" else {})
+        out.append(("separable", space.complete(config), key))
+    # Outputs in pairs by the fast FIR algorithm: a walk staging new rows through a border,
+    # and column pairs. Not with paired_terms: Oclgrind 21.10 ends with a segmentation fault
+    # on those kernels (either pass; the same kernels without the knob run clean, and the
+    # knob adds no memory access of its own: it changes the arithmetic between the same loads
+    # and stores); tests/test_separable_pixels.py verifies their results on PoCL.
+    for border, changes in (
+        ("mirror", {"stage_new_rows": True, "stage_vectors": True, "tiles_down": 4}),
+        ("none", {"column_pairs": True, "tiles_down": 4}),
+    ):
+        config = {**base, "cache_input": True, "row_columns": "transposed", "work_x": 2, "row_window": 8}
+        config |= {"row_loads": 4, "work_y": 8, "local_y": 2, "fast_fir": "both"} | changes
+        key = {"filter_width": 17, "rank": 3, "out_width": 21, "out_height": 37, "dtype": "float32"}
+        key |= {"border": border} | ({"anchor": 8} if border != "none" else {})
         out.append(("separable", space.complete(config), key))
     # Two terms' row-pass rows paired in float2 tiles: a walk (rank 3: a pair and a lone
     # term) through a border, and single tiles whose lone third term uses the pairs' .x parts.

@@ -76,8 +76,10 @@ def generate(
     # The terms whose row-pass rows share one `__local` tile (as float2 pairs with paired_terms).
     pair = 2 if config.get("paired_terms") else 1
     term_groups = [list(range(k, min(k + pair, rank))) for k in range(0, rank, pair)]
-    fast_fir = str(config.get("fast_fir", "none"))
+    # With fast_fir, the plans of sums its passes render (fast_fir.py).
     window, work_y = int(config["row_window"]) or int(config["work_x"]), int(config["work_y"])
+    row_plan = fast_fir_plan(filter_width, window) if config["fast_fir"] in ("rows", "both") else None
+    column_plan = fast_fir_plan(filter_width, work_y) if config["fast_fir"] in ("columns", "both") else None
     source = load_template(TEMPLATE_FILE).render(
         **config,
         config_json=json.dumps(space.comment_config(config), sort_keys=True),
@@ -85,8 +87,8 @@ def generate(
         filter_width=filter_width,
         rank=rank,
         term_groups=term_groups,
-        row_plan=fast_fir_plan(filter_width, window) if fast_fir in ("rows", "both") else None,
-        column_plan=fast_fir_plan(filter_width, work_y) if fast_fir in ("columns", "both") else None,
+        row_plan=row_plan,
+        column_plan=column_plan,
         tap_type="__constant float" if config["tap_space"] == "constant" else "__global const float",
         row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
         column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,

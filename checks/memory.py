@@ -57,6 +57,8 @@ def _knob_values(space, base: dict, problem_fields: dict, skip: tuple[str, ...] 
         if name in skip or name == "output_conversion":  # integer outputs only: their own cases
             continue
         values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
+        if name == "work_x":  # 3, 6, 12, 24: tiles of whole pixels of three channels, their own cases
+            values = [v for v in values if v & (v - 1) == 0]
         for value in values:
             config = space.with_value(base, name, value, problem_fields)
             if config is None:
@@ -193,6 +195,16 @@ def _pixel_cases() -> list[Case]:
             key = {"filter_width": 3, "out_width": 13, "out_height": 7, "border": border, "channels": 1}
             key |= {"dtype": "uint8", "out_dtype": out_dtype} | ({"anchor": 1} if border != "none" else {})
             out.append(("conv2d", config, key))
+    # Tiles of whole pixels of three channels (`work_x` 3, 6, 12, 24 values): 'valid' and a
+    # border, staged and read from __global with the widest reads each allows.
+    whole_pixels = ((3, "mirror", True), (6, "none", False), (12, "wrap", False), (24, "none", True))
+    for work_x, border, cache_local in whole_pixels:
+        image_vector = 4 if work_x % 4 == 0 else (2 if work_x % 2 == 0 else 1)
+        config = {"filter_mode": "define", "local_x": 2, "local_y": 4, "work_x": work_x, "work_y": 2}
+        config = space.complete({**config, "image_vector": image_vector, "cache_local": cache_local})
+        key = {"filter_width": 5, "out_width": 11, "out_height": 7, "border": border, "channels": 3}
+        key |= {"dtype": "uint8", "out_dtype": "uint8"} | ({"anchor": 3} if border != "none" else {})
+        out.append(("conv2d", config, key))
     return out
 
 

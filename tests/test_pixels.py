@@ -294,9 +294,54 @@ def test_gpu_presets_for_narrow_pixels_verify_against_the_reference(
     if config["border_groups"] and border == "none":  # edge work-groups are for 'same' output
         assert SPACE.violations(config, problem.key(), device_info(0))
         return
+    if config["work_x"] % 3 == 0 and channels != 3:  # tiles of whole pixels of three channels
+        assert SPACE.violations(config, problem.key(), device_info(0))
+        return
     assert not SPACE.violations(config, problem.key(), device_info(0))
     result = evaluator.measure(CONV2D.render(config, problem), problem)
     assert result.status.value == "ok", f"{preset} {problem.key()}: {result.error}"
+
+
+# Tiles of whole pixels of three channels (`work_x` 3, 6, 12, 24 values): every border
+# and 'valid', read through the __local tile and from __global with scalar, float2 and
+# float4 reads, at every anchor column, on sizes narrower than one tile and prime ones.
+PIXEL_TILE_SAMPLE = random.Random(43)
+PIXEL_TILE_CASES = [
+    (
+        work_x,
+        PIXEL_TILE_SAMPLE.choice(["none", *SAME_BORDERS]),
+        PIXEL_TILE_SAMPLE.choice([1, 2, 3, 4, 5, 9]),
+        PIXEL_TILE_SAMPLE.choice([(1, 1), (2, 3), (7, 13), (13, 7), (31, 17), (67, 5)]),
+        seed,
+    )
+    for seed, work_x in enumerate([3, 6, 12, 24] * 4)
+]
+
+
+@pytest.mark.parametrize("work_x,border,width,size,seed", PIXEL_TILE_CASES)
+def test_tiles_of_whole_pixels_verify_against_the_reference(evaluator, work_x, border, width, size, seed):
+    rng = random.Random(seed)
+    dtype = rng.choice(list(PIXEL_TYPES))
+    anchor = {"anchor": rng.randrange(width)} if border != "none" else {}
+    problem = Conv2DProblem(
+        width, *size, dtype, seed=seed, out_dtype=rng.choice([dtype, "float32"]), border=border, channels=3,
+        **anchor,
+    )  # fmt: skip
+    vectors = [v for v in (1, 2, 4) if work_x % v == 0]
+    config = SPACE.complete({
+        "filter_mode": "define",
+        "filter_space": rng.choice(["constant", "literal"]),
+        "unroll": rng.choice([1, 2, "full"]),
+        "work_x": work_x,
+        "work_y": rng.choice([1, 2, 4]),
+        "local_x": rng.choice([2, 4, 8]),
+        "local_y": rng.choice([1, 2, 4]),
+        "image_vector": vectors[seed % len(vectors)],
+        "cache_local": seed % 2 == 1,
+    })  # fmt: skip
+    assert not CONV2D.violations(config, problem), config
+    result = evaluator.measure(CONV2D.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
 def test_a_search_measures_the_narrow_pixel_presets_first_only_where_they_apply(tmp_path):

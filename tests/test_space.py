@@ -24,6 +24,8 @@ def test_every_seed_kernel_is_a_preset():
         assert set(preset.config) == set(space.knobs)
         integer_out = preset.config["output_conversion"] == "bits"  # for 8- and 16-bit outputs only
         problem = {"filter_width": 5, "out_dtype": "uint8" if integer_out else "float32"}
+        if preset.config["work_x"] % 3 == 0:  # tiles of whole pixels: three channels only
+            problem["channels"] = 3
         if preset.config["border_groups"]:  # edge work-groups: 'same' output only
             problem["border"] = "mirror"
         assert space.violations(preset.config, problem) == []
@@ -56,6 +58,8 @@ def test_every_knob_is_documented_and_reaches_the_template(family_name):
         problem = {"filter_width": 5, "rank": 1, "out_dtype": "uint8" if integer_out else "float32"}
         if preset.config.get("border_groups"):  # edge work-groups: 'same' output only
             problem["border"] = "mirror"
+        if preset.config.get("work_x", 1) % 3 == 0:  # tiles of whole pixels: three channels only
+            problem["channels"] = 3
         if preset.config.get("paired_terms"):  # pairs of rank terms: rank 2 and more
             problem["rank"] = 2
         if preset.config.get("fast_fir", "none") != "none":  # outputs in pairs: wide filters
@@ -156,7 +160,8 @@ def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kin
     from autotune.families.conv2d import Conv2DProblem
 
     gpu = GPU_LIMITS
-    narrow = {name for name, p in CONV2D.space.presets.items() if "dtype" in p.when}
+    presets = CONV2D.space.presets.items()
+    narrow = {name for name, p in presets if "dtype" in p.when and "channels" not in p.when}
     assert narrow == {"gpu_narrow_bytes", "gpu_narrow_bytes_edges", "gpu_narrow_staged"}
     configs = {name: CONV2D.space.presets[name].config for name in narrow}
     for dtype in ("uint8", "uint16", "int16"):
@@ -169,6 +174,42 @@ def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kin
         chosen = CONV2D.presets_for(Conv2DProblem(9, 512, 512, dtype), gpu)
         assert not any(c in chosen for c in configs.values()), dtype
         assert CONV2D.space.presets["baseline"].config in chosen
+
+
+def test_gpu_presets_for_three_channels_by_filter_width():
+    """Whole-pixel tiles: rows of 4 pixels for narrow filters, a staged tile of 4 pixels
+    for wide ones (measured at F = 3, 17 and 25; at F = 9 and 13 neither beat the 4- and
+    8-value tiles)."""
+    from autotune.families.conv2d import Conv2DProblem
+
+    rows = CONV2D.space.presets["gpu_rgb_pixel_rows"].config
+    staged = CONV2D.space.presets["gpu_rgb_pixels_staged"].config
+    by_width = {3: [rows], 5: [rows], 9: [], 13: [], 17: [staged], 25: [staged]}
+    for filter_width, expected in by_width.items():
+        for dtype, border in (("uint8", "none"), ("uint16", "mirror")):
+            problem = Conv2DProblem(filter_width, 512, 512, dtype, out_dtype=dtype, border=border, channels=3)
+            chosen = CONV2D.presets_for(problem, GPU_LIMITS)
+            assert [c for c in (rows, staged) if c in chosen] == expected, (filter_width, dtype)
+            assert not any(c in CONV2D.presets_for(problem, device_info(0)) for c in (rows, staged))  # PoCL
+    rgba = Conv2DProblem(3, 512, 512, "uint8", out_dtype="uint8", channels=4)
+    for problem in (rgba, Conv2DProblem(17, 512, 512)):
+        chosen = CONV2D.presets_for(problem, GPU_LIMITS)
+        assert rows not in chosen and staged not in chosen
+
+
+def test_work_x_of_whole_pixels_is_for_three_channels_only():
+    space = CONV2D.space
+    base = space.complete({"filter_mode": "define"})
+    for work_x in (3, 6, 12, 24):
+        assert space.violations({**base, "work_x": work_x}, {"filter_width": 5, "channels": 3}) == []
+        for channels in (1, 2, 4):
+            reasons = space.violations({**base, "work_x": work_x}, {"filter_width": 5, "channels": channels})
+            assert reasons and "three interleaved channels" in reasons[0], (work_x, channels)
+    # Above 8 values a work-item only in whole pixels: 16 values (5 1/3 pixels) stay out.
+    rgb = {"filter_width": 5, "channels": 3}
+    assert space.violations({**base, "work_x": 16}, rgb)
+    assert space.violations({**base, "work_x": 12, "image_vector": 4}, rgb) == []
+    assert space.violations({**base, "work_x": 6, "image_vector": 4}, rgb)
 
 
 def test_fingerprint_follows_knobs_and_rules_not_help_text():
@@ -265,9 +306,11 @@ def test_with_value_on_the_kernel_space():
     same = {**problem, "border": "mirror", "dtype": "uint8", "out_dtype": "uint8"}
     for name, knob in space.knobs.items():
         for value in knob.values:
-            config = space.with_value(base, name, value, same)
+            whole_pixels = name == "work_x" and value % 3 == 0  # tiles of whole pixels of three channels
+            kind = {**same, "channels": 3} if whole_pixels else same
+            config = space.with_value(base, name, value, kind)
             assert config is not None, f"no valid config has {name}={value}"
-            assert config[name] == value and space.violations(config, same) == []
+            assert config[name] == value and space.violations(config, kind) == []
     # 'valid' output: border_groups breaks a rule that names the border alone, so no config
     # has it. (with_value says None only after a pass over the whole space, minutes; its
     # None path is tested on a small space above.)

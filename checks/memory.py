@@ -56,6 +56,8 @@ def _knob_values(space, base: dict, problem_fields: dict, skip: tuple[str, ...] 
     for name, knob in space.knobs.items():
         if name in skip or name == "output_conversion":  # integer outputs only: their own cases
             continue
+        if name == "channel_items":  # interleaved channels only: their own cases
+            continue
         values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
         if name == "work_x":  # 3, 6, 12, 24: tiles of whole pixels of three channels, their own cases
             values = [v for v in values if v & (v - 1) == 0]
@@ -205,6 +207,17 @@ def _pixel_cases() -> list[Case]:
         key = {"filter_width": 5, "out_width": 11, "out_height": 7, "border": border, "channels": 3}
         key |= {"dtype": "uint8", "out_dtype": "uint8"} | ({"anchor": 3} if border != "none" else {})
         out.append(("conv2d", config, key))
+    # Work-items of one channel's pixels (`channel_items`): rows whose last pixels fill no
+    # whole block, rolled and unrolled taps, 2-4 channels.
+    for channels, work_x, unroll, (out_w, out_h) in (
+        (3, 4, "full", (11, 7)),
+        (2, 2, 2, (9, 5)),
+        (4, 8, 1, (19, 3)),
+    ):
+        config = {"filter_mode": "define", "local_x": 4, "local_y": 2, "work_x": work_x, "work_y": 2}
+        config = space.complete({**config, "unroll": unroll, "channel_items": True})
+        key = {"filter_width": 3, "out_width": out_w, "out_height": out_h, "channels": channels}
+        out.append(("conv2d", config, key | {"dtype": "uint8", "out_dtype": "uint8"}))
     return out
 
 

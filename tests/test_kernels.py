@@ -47,11 +47,14 @@ def check(config: dict, filter_width: int, out_size: tuple[int, int], seed: int 
 
 
 # Presets of one channel's float32 'valid' output (those for integer outputs, edge
-# work-groups and tiles of whole RGB pixels: tests/test_pixels.py).
+# work-groups, tiles of whole RGB pixels and work-items of one channel: tests/test_pixels.py).
 FLOAT_PRESETS = sorted(
     n
     for n, p in SPACE.presets.items()
-    if p.config["output_conversion"] == "builtin" and not p.config["border_groups"] and p.config["work_x"] % 3
+    if p.config["output_conversion"] == "builtin"
+    and not p.config["border_groups"]
+    and p.config["work_x"] % 3
+    and not p.config["channel_items"]
 )
 
 
@@ -81,7 +84,9 @@ def _knob_cases():
         if name == "output_conversion":  # integer outputs only: tests/test_pixels.py, bit_conversion
             continue
         for value in knob.values:
-            if name == "work_x" and value % 3 == 0:  # whole RGB pixels: tests/test_pixels.py
+            if (
+                name == "work_x" and value % 3 == 0 or name == "channel_items" and value
+            ):  # tests/test_pixels.py
                 continue
             config = SPACE.with_value(base, name, value, {"filter_width": 5}, DEVICE)
             yield pytest.param(name, value, config, id=f"{name}={value}")

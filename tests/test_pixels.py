@@ -344,6 +344,57 @@ def test_tiles_of_whole_pixels_verify_against_the_reference(evaluator, work_x, b
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+# Work-items of one channel's pixels (`channel_items`): 2, 3 and 4 channels, rows whose
+# pixels fill no whole block (the last values one at a time), sizes narrower than one
+# work-item, every pixel type, rolled and unrolled taps.
+CHANNEL_ITEM_SAMPLE = random.Random(47)
+CHANNEL_ITEM_CASES = [
+    (
+        channels,
+        CHANNEL_ITEM_SAMPLE.choice([1, 2, 4, 8]),
+        CHANNEL_ITEM_SAMPLE.choice([1, 2, 3, 5, 9]),
+        CHANNEL_ITEM_SAMPLE.choice([(1, 1), (2, 3), (7, 13), (13, 7), (31, 17), (67, 5), (32, 9)]),
+        seed,
+    )
+    for seed, channels in enumerate([2, 3, 4] * 5)
+]
+
+
+@pytest.mark.parametrize("channels,work_x,width,size,seed", CHANNEL_ITEM_CASES)
+def test_work_items_of_one_channel_verify_against_the_reference(
+    evaluator, channels, work_x, width, size, seed
+):
+    rng = random.Random(seed)
+    dtype = rng.choice(list(PIXEL_TYPES))
+    problem = Conv2DProblem(
+        width, *size, dtype, seed=seed, out_dtype=rng.choice([dtype, "float32"]), channels=channels,
+        frames=rng.choice([1, 1, 2]),
+    )  # fmt: skip
+    config = SPACE.complete({
+        "filter_mode": rng.choice(["define", "arg"]),
+        "unroll": rng.choice([1, 2, 4]),
+        "work_x": work_x,
+        "work_y": rng.choice([1, 2, 4]),
+        "local_x": rng.choice([1, 2, 4, 8]),
+        "local_y": rng.choice([1, 2, 4]),
+        "channel_items": True,
+    })  # fmt: skip
+    if config["filter_mode"] == "define" and seed % 2:
+        config |= {"filter_space": "literal", "unroll": "full"}
+    assert not CONV2D.violations(config, problem), config
+    result = evaluator.measure(CONV2D.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
+def test_work_items_of_one_channel_are_for_valid_output_of_interleaved_channels():
+    base = SPACE.complete({"filter_mode": "define", "work_x": 4, "channel_items": True})
+    assert SPACE.violations(base, {"filter_width": 5, "channels": 3}) == []
+    for problem in ({"filter_width": 5}, {"filter_width": 5, "channels": 3, "border": "mirror"}):
+        assert SPACE.violations(base, problem)
+    for change in ({"image_vector": 4}, {"cache_local": True}, {"work_x": 12}):
+        assert SPACE.violations({**base, **change}, {"filter_width": 5, "channels": 3}), change
+
+
 def test_a_search_measures_the_narrow_pixel_presets_first_only_where_they_apply(tmp_path):
     """The loop queues a preset only where its `when` holds: a device that reads as a GPU
     (one lane) measures the GPU layouts for uint8 among its presets, PoCL as itself does

@@ -24,7 +24,7 @@ def test_every_seed_kernel_is_a_preset():
         assert set(preset.config) == set(space.knobs)
         integer_out = preset.config["output_conversion"] == "bits"  # for 8- and 16-bit outputs only
         problem = {"filter_width": 5, "out_dtype": "uint8" if integer_out else "float32"}
-        if preset.config["work_x"] % 3 == 0:  # tiles of whole pixels: three channels only
+        if preset.config["work_x"] % 3 == 0 or preset.config["channel_items"]:  # interleaved channels only
             problem["channels"] = 3
         if preset.config["border_groups"]:  # edge work-groups: 'same' output only
             problem["border"] = "mirror"
@@ -58,7 +58,9 @@ def test_every_knob_is_documented_and_reaches_the_template(family_name):
         problem = {"filter_width": 5, "rank": 1, "out_dtype": "uint8" if integer_out else "float32"}
         if preset.config.get("border_groups"):  # edge work-groups: 'same' output only
             problem["border"] = "mirror"
-        if preset.config.get("work_x", 1) % 3 == 0:  # tiles of whole pixels: three channels only
+        if preset.config.get("work_x", 1) % 3 == 0 or preset.config.get(
+            "channel_items"
+        ):  # interleaved channels
             problem["channels"] = 3
         if preset.config.get("paired_terms"):  # pairs of rank terms: rank 2 and more
             problem["rank"] = 2
@@ -177,25 +179,29 @@ def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kin
 
 
 def test_gpu_presets_for_three_channels_by_filter_width():
-    """Whole-pixel tiles of uint8: rows of 4 pixels for narrow filters, a staged tile of 4
-    pixels for wide ones (measured at F = 3, 17 and 25; at F = 9 and 13 neither beat the 4-
-    and 8-value tiles, nor for uint16 at F = 3 and 17)."""
+    """RGB uint8: whole-pixel rows of 4 pixels for narrow filters, work-items of one
+    channel for mid-width ones ('valid' only), a staged tile of 4 whole pixels for wide
+    ones (measured at F = 3, 5, 9, 13, 17 and 25; uint16 ran slower with the first and last)."""
     from autotune.families.conv2d import Conv2DProblem
 
     rows = CONV2D.space.presets["gpu_rgb_pixel_rows"].config
+    items = CONV2D.space.presets["gpu_rgb_channel_items"].config
     staged = CONV2D.space.presets["gpu_rgb_pixels_staged"].config
-    by_width = {3: [rows], 5: [rows], 9: [], 13: [], 17: [staged], 25: [staged]}
+    ours = (rows, items, staged)
+    by_width = {3: [rows], 5: [rows], 7: [items], 9: [items], 13: [items], 15: [], 17: [staged], 25: [staged]}
     for filter_width, expected in by_width.items():
         for dtype, border in (("uint8", "none"), ("uint8", "mirror"), ("uint16", "none")):
             problem = Conv2DProblem(filter_width, 512, 512, dtype, out_dtype=dtype, border=border, channels=3)
             chosen = CONV2D.presets_for(problem, GPU_LIMITS)
-            wanted = expected if dtype == "uint8" else []  # RGB uint16 ran slower with both
-            assert [c for c in (rows, staged) if c in chosen] == wanted, (filter_width, dtype)
-            assert not any(c in CONV2D.presets_for(problem, device_info(0)) for c in (rows, staged))  # PoCL
+            wanted = expected if dtype == "uint8" else []  # RGB uint16 ran slower with them
+            if border != "none":  # work-items of one channel: 'valid' output only
+                wanted = [c for c in wanted if c is not items]
+            assert [c for c in ours if c in chosen] == wanted, (filter_width, dtype, border)
+            assert not any(c in CONV2D.presets_for(problem, device_info(0)) for c in ours)  # PoCL
     rgba = Conv2DProblem(3, 512, 512, "uint8", out_dtype="uint8", channels=4)
-    for problem in (rgba, Conv2DProblem(17, 512, 512)):
+    for problem in (rgba, Conv2DProblem(9, 512, 512), Conv2DProblem(17, 512, 512)):
         chosen = CONV2D.presets_for(problem, GPU_LIMITS)
-        assert rows not in chosen and staged not in chosen
+        assert not any(c in chosen for c in ours)
 
 
 def test_work_x_of_whole_pixels_is_for_three_channels_only():
@@ -309,6 +315,8 @@ def test_with_value_on_the_kernel_space():
         for value in knob.values:
             whole_pixels = name == "work_x" and value % 3 == 0  # tiles of whole pixels of three channels
             kind = {**same, "channels": 3} if whole_pixels else same
+            if name == "channel_items" and value:  # work-items of one channel: 'valid' output only
+                kind = {**problem, "channels": 3}
             config = space.with_value(base, name, value, kind)
             assert config is not None, f"no valid config has {name}={value}"
             assert config[name] == value and space.violations(config, kind) == []

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Check that separable kernels render byte for byte as at an earlier commit.
+"""Check that kernels render byte for byte as at an earlier commit.
 
 A knob added later must leave every earlier kernel as it was while it sits at its
-default. This samples valid configs of the earlier commit's space (seeded: about half
-tiled walks staged in vectors, a quarter streams, where the recent knobs live, and a
-quarter anything valid), renders each there and here for a spread of filter widths,
-ranks, borders and pixel types, and compares the sources without their config comment
-line.
+default. This samples valid configs of the earlier commit's space, renders each there and
+here, and compares the sources without their config comment line. Separable family
+(seeded: about half tiled walks staged in vectors, a quarter streams, where the recent
+knobs live, and a quarter anything valid) for a spread of filter widths, ranks, borders
+and pixel types; direct family (`--family conv2d`): anything valid, with one, three and
+four interleaved channels, pixel types and borders.
 
 Usage:
-    python bench/render_unchanged.py --base cda86e7 [--samples 500] [--seed 5]
+    python bench/render_unchanged.py --base cda86e7 [--family separable] [--samples 500] [--seed 5]
 """
 
 from __future__ import annotations
@@ -65,20 +66,64 @@ json.dump(rows, sys.stdout)
 """
 
 
+SAMPLE_AND_RENDER_CONV2D = r"""
+import json, random, re, sys
+import numpy as np
+from autotune.families.conv2d import CONV2D, Conv2DProblem
+
+samples, seed = int(sys.argv[1]), int(sys.argv[2])
+KINDS = [{}, {"dtype": "uint8", "out_dtype": "uint8"}, {"channels": 3},
+         {"dtype": "uint8", "out_dtype": "uint8", "border": "mirror", "channels": 3},
+         {"dtype": "uint16", "out_dtype": "float32", "border": "wrap", "channels": 4}]
+rng = random.Random(seed)
+rows = []
+while len(rows) < samples:
+    config = {name: rng.choice(knob.values) for name, knob in CONV2D.space.knobs.items()}
+    config["local_x"], config["local_y"] = min(config["local_x"], 16), min(config["local_y"], 16)
+    width, kind = rng.choice([1, 3, 4, 5, 9]), rng.choice(KINDS)
+    problem = Conv2DProblem(width, 37, 23, **kind)
+    if CONV2D.violations(config, problem):
+        continue
+    source = CONV2D.render(config, problem, values=np.ones((width, width), np.float32)).source
+    rows.append([config, width, kind, re.sub(r" \* config:.*\n", "", source)])
+json.dump(rows, sys.stdout)
+"""
+
+
+def render_here(family: str, row: list) -> str:
+    """The source this tree renders for a row the earlier tree rendered."""
+    import re
+
+    import numpy as np
+
+    if family == "conv2d":
+        from autotune.families.conv2d import CONV2D, Conv2DProblem
+
+        config, width, kind, _ = row
+        problem = Conv2DProblem(width, 37, 23, **kind)
+        source = CONV2D.render(config, problem, values=np.ones((width, width), np.float32)).source
+    else:
+        from autotune.families.separable.render import generate
+        from autotune.space import SearchSpace
+
+        config, width, rank, border, dtype, _ = row
+        taps = (np.ones((rank, width)), np.ones((rank, width)))
+        space = SearchSpace.shipped("separable.toml")
+        source = generate(
+            config, width, rank, space, taps, dtype=dtype, out_dtype=dtype, border=border, anchor=width // 2
+        ).source
+    return re.sub(r" \* config:.*\n", "", source)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the earlier commit")
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--family", choices=["separable", "conv2d"], default="separable")
     args = parser.parse_args()
-
-    import re
-
-    import numpy as np
-
     sys.path.insert(0, str(ROOT))
-    from autotune.families.separable.render import generate
-    from autotune.space import SearchSpace
+    sampler = SAMPLE_AND_RENDER_CONV2D if args.family == "conv2d" else SAMPLE_AND_RENDER
 
     with tempfile.TemporaryDirectory() as scratch:
         tree = Path(scratch, "base")
@@ -87,7 +132,7 @@ def main() -> int:
         )
         try:
             child = subprocess.run(
-                [sys.executable, "-c", SAMPLE_AND_RENDER, str(args.samples), str(args.seed)],
+                [sys.executable, "-c", sampler, str(args.samples), str(args.seed)],
                 env=dict(os.environ, PYTHONPATH=str(tree)),
                 cwd=tree,
                 capture_output=True,
@@ -97,23 +142,17 @@ def main() -> int:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
     rows = json.loads(child.stdout)
-    space = SearchSpace.shipped("separable.toml")
-    differ = []
-    for config, width, rank, border, dtype, before in rows:
-        taps = (np.ones((rank, width)), np.ones((rank, width)))
-        source = generate(
-            config, width, rank, space, taps, dtype=dtype, out_dtype=dtype, border=border, anchor=width // 2
-        ).source
-        if re.sub(r" \* config:.*\n", "", source) != before:
-            differ.append((config, width, rank, border, dtype))
-    walks = sum(1 for row in rows if row[0]["tiles_down"] > 1)
-    streams = sum(1 for row in rows if row[0]["stream_rows"] > 0)
-    print(
-        f"{len(rows)} configs of {args.base} ({walks} walks, {streams} streams):",
-        f"{len(differ)} render differently",
-    )
-    for config, width, rank, border, dtype in differ[:5]:
-        print(f"  F={width} rank={rank} {border} {dtype}: {json.dumps(config)}")
+    differ = [row[:-1] for row in rows if render_here(args.family, row) != row[-1]]
+    if args.family == "conv2d":
+        kinds = sum(1 for row in rows if row[2].get("channels", 1) > 1)
+        print(f"{len(rows)} configs of {args.base} ({kinds} of interleaved channels):", end=" ")
+    else:
+        walks = sum(1 for row in rows if row[0]["tiles_down"] > 1)
+        streams = sum(1 for row in rows if row[0]["stream_rows"] > 0)
+        print(f"{len(rows)} configs of {args.base} ({walks} walks, {streams} streams):", end=" ")
+    print(f"{len(differ)} render differently")
+    for row in differ[:5]:
+        print(f"  {json.dumps(row)}")
     return 1 if differ else 0
 
 

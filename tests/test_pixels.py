@@ -297,6 +297,9 @@ def test_gpu_presets_for_narrow_pixels_verify_against_the_reference(
     if config["work_x"] % 3 == 0 and channels != 3:  # tiles of whole pixels of three channels
         assert SPACE.violations(config, problem.key(), device_info(0))
         return
+    if config["channel_items"] and (channels == 1 or border != "none"):  # interleaved, 'valid' only
+        assert SPACE.violations(config, problem.key(), device_info(0))
+        return
     assert not SPACE.violations(config, problem.key(), device_info(0))
     result = evaluator.measure(CONV2D.render(config, problem), problem)
     assert result.status.value == "ok", f"{preset} {problem.key()}: {result.error}"

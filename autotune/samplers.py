@@ -35,7 +35,7 @@ import itertools
 import math
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -111,7 +111,9 @@ class GPSampler(optuna.samplers.BaseSampler):
     `search_space`: the knobs, each a CategoricalDistribution or IntDistribution, in the
     order the model's features take them; without it the sampler works on the knobs
     every finished trial has (Optuna's intersection search space) and draws the first
-    trial at random. `valid(params)`: whether a whole point may be proposed."""
+    trial at random. `valid(params)`: whether a whole point may be proposed.
+    `live_values` (optional): per knob, the values it can take for the problem
+    (`SearchSpace.live_values`); the model, its start points and its moves use those only."""
 
     def __init__(
         self,
@@ -120,8 +122,10 @@ class GPSampler(optuna.samplers.BaseSampler):
         valid: Callable[[dict[str, Any]], bool] | None = None,
         options: SearchOptions | None = None,
         seed: int | None = None,
+        live_values: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         self.options = options or SearchOptions()
+        self.live_values = live_values
         self.valid = valid or (lambda params: True)
         self.random = random.Random(seed)
         self._lock = threading.Lock()  # study.optimize(n_jobs=N) asks from N threads
@@ -190,6 +194,9 @@ class GPSampler(optuna.samplers.BaseSampler):
     def prepare(self, search_space: dict[str, BaseDistribution]) -> None:
         """Per-knob tables, built once per search space."""
         values = {name: knob_values(d) or [] for name, d in search_space.items()}
+        if self.live_values is not None:
+            live = self.live_values
+            values = {n: [v for v in vs if n not in live or v in live[n]] or vs for n, vs in values.items()}
         key = tuple((name, tuple(v)) for name, v in values.items())
         if key == self._space_key:
             return

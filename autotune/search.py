@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -164,9 +164,13 @@ class Search:
         valid: Callable[[Config], bool] | None = None,
         options: SearchOptions | None = None,
         violations: Callable[[Config], int] | None = None,
+        live_values: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         """`violations` (optional): how many rules a point breaks, which steers repairs
-        toward valid points when they lie several knobs away."""
+        toward valid points when they lie several knobs away. `live_values` (optional,
+        `SearchSpace.live_values`): the values each knob can take for the problem; `gp`
+        models those only (a knob no valid point can switch is no switch to it, and its
+        random candidates are not spent on values no rule allows)."""
         self.space = space
         self.violations = violations
         self.options = options or SearchOptions()
@@ -182,6 +186,7 @@ class Search:
         if sampler == "gp":
             self.gp: GPSampler | None = GPSampler(
                 self.distributions,
+                live_values=live_values,
                 valid=lambda params: self.valid(self.decode(params)),
                 options=self.options,
                 seed=seed,

@@ -51,6 +51,7 @@ class Constraint:
     reason: str
     needs_device: bool
     code: Any = field(repr=False, compare=False)
+    knob_names: frozenset[str] = frozenset()  # the knobs the rule names
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,9 @@ class SearchSpace:
             rule = spec["rule"]
             code = compile(ast.parse(rule, mode="eval"), f"<constraint {rule}>", "eval")
             names = {n.id for n in ast.walk(ast.parse(rule, mode="eval")) if isinstance(n, ast.Name)}
-            constraints.append(Constraint(rule, spec.get("reason", rule), "device" in names, code))
+            knob_names = frozenset(names & {k.name for k in knobs})
+            reason = spec.get("reason", rule)
+            constraints.append(Constraint(rule, reason, "device" in names, code, knob_names))
         space = cls(data.get("name", "space"), data.get("description", ""), knobs, constraints, [])
         space.problem_defaults = dict(data.get("problem_defaults", {}))
         for name, spec in data.get("presets", {}).items():
@@ -174,6 +177,31 @@ class SearchSpace:
                 reasons.append(c.reason)
         return reasons
 
+    def live_values(
+        self, problem: Mapping[str, object], device: object | None = None
+    ) -> dict[str, tuple[Value, ...]]:
+        """The values each knob can take for this problem on this device, as far as the
+        rules that name that knob alone (beside problem fields and `device`) say: a value
+        that breaks such a rule breaks it whatever the other knobs are (a knob added for
+        other pixel types, a CPU's vectors on a GPU). A search need not model the others."""
+        dead: dict[str, set[int]] = {}
+        for c in self.constraints:
+            if len(c.knob_names) != 1 or (c.needs_device and device is None):
+                continue
+            (name,) = c.knob_names
+            for i, value in enumerate(self.knobs[name].values):
+                try:
+                    ok = eval(c.code, {"__builtins__": {}}, self._names({name: value}, problem, device))  # noqa: S307
+                except NameError:  # a problem field this problem does not have
+                    ok = True
+                if not ok:
+                    dead.setdefault(name, set()).add(i)
+        live = {}
+        for name, knob in self.knobs.items():
+            values = tuple(v for i, v in enumerate(knob.values) if i not in dead.get(name, ()))
+            live[name] = values or knob.values  # none left: the problem fails its rules anyway
+        return live
+
     def applies(self, preset: Preset, problem: Mapping[str, object], device: object) -> bool:
         """Whether a search of this problem on this device measures the preset first
         (its `when`; validity is checked apart, by `violations`)."""
@@ -212,12 +240,15 @@ class SearchSpace:
         changed knobs, the knobs to change taken in declaration order, and a changed
         knob tries its default first, then its other values in declaration order. So the
         answer is deterministic, and any rule the value brings with it (a knob it needs,
-        a knob it excludes) is satisfied without naming either here. A value no config
-        can take costs one pass over the whole space before None comes back.
+        a knob it excludes) is satisfied without naming either here. A value a rule of its
+        knob alone refuses (`live_values`) is None at once; any other value no config can
+        take costs one pass over the whole space before None comes back.
         """
         if name not in self.knobs:
             raise UsageError(f"unknown knob {name!r} (knobs: {', '.join(self.knobs)})")
         start = self.complete({**base, name: value})
+        if not any(_same(value, v) for v in self.live_values(problem, device)[name]):
+            return None  # a rule of this knob alone refuses the value: no need to search
         others = [n for n in self.knobs if n != name]
         alternatives = {n: self._alternatives(n, start[n]) for n in others}
         for count in range(len(others) + 1):

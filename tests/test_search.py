@@ -358,7 +358,8 @@ def test_gp_sampler_on_the_kernel_space_with_points_in_flight():
     """The kernel space is too large to score every point, so the GP ranks a sample
     plus the best points' neighbourhoods; asks made before any tell never repeat."""
     space = CONV2D.space
-    search = Search(space, "gp", seed=3, valid=lambda c: not space.violations(c, {"filter_width": 9}))
+    valid = lambda c: not space.violations(c, {"filter_width": 9})  # noqa: E731
+    search = Search(space, "gp", seed=3, valid=valid, live_values=space.live_values({"filter_width": 9}))
     fastest = {"work_x": 4, "work_y": 8, "filter_space": "local", "unroll": "full"}
 
     def objective(config):

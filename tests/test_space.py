@@ -1,5 +1,6 @@
 import copy
 import json
+import time
 import tomllib
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ from autotune.devices import DeviceInfo, device_info
 from autotune.errors import UsageError
 from autotune.families import get_family
 from autotune.families.conv2d import CONV2D
+from autotune.search import Search
 from autotune.space import SearchSpace
 from tests.conftest import GPU_LIMITS, ROOT
 
@@ -321,10 +323,62 @@ def test_with_value_on_the_kernel_space():
             assert config is not None, f"no valid config has {name}={value}"
             assert config[name] == value and space.violations(config, kind) == []
     # 'valid' output: border_groups breaks a rule that names the border alone, so no config
-    # has it. (with_value says None only after a pass over the whole space, minutes; its
-    # None path is tested on a small space above.)
+    # has it, and with_value says so at once (without a pass over the whole space).
     reasons = space.violations({**base, "border_groups": True}, problem)
-    assert reasons == ["border_groups is for 'same' output (a border) without cache_local"]
+    assert reasons == ["border_groups is for 'same' output (a border)"]
+    started = time.perf_counter()
+    assert space.with_value(base, "border_groups", True, problem) is None
+    assert space.with_value(base, "channel_items", True, problem) is None
+    assert space.with_value(base, "work_x", 12, problem) is None
+    assert time.perf_counter() - started < 1.0
+
+
+def test_live_values_are_what_rules_of_one_knob_allow_for_the_problem():
+    space = SearchSpace.from_dict(
+        {
+            "knobs": {
+                "a": {"values": [1, 2, 3]},
+                "flag": {"values": [False, True]},
+                "b": {"values": [1, 2]},
+                "wide": {"values": [1, 4, 8]},
+            },
+            "problem_defaults": {"channels": 1},
+            "constraints": [
+                {"rule": "not flag or channels > 1"},  # one knob and the problem: decides alone
+                {"rule": "a != 3 or b == 2"},  # two knobs: decides nothing alone
+                {"rule": "wide <= device.lanes"},  # one knob and the device: with a device only
+            ],
+        }
+    )
+    live = space.live_values({"channels": 1})
+    assert live == {"a": (1, 2, 3), "flag": (False,), "b": (1, 2), "wide": (1, 4, 8)}
+    assert space.live_values({"channels": 3})["flag"] == (False, True)
+    assert space.live_values({"channels": 3}, {"lanes": 4})["wide"] == (1, 4)
+    # The kernel space: what a one-channel float32 'valid' problem on a GPU leaves out.
+    gpu = CONV2D.space.live_values({"filter_width": 9}, GPU_LIMITS)
+    assert gpu["border_groups"] == (False,) and gpu["channel_items"] == (False,)
+    assert gpu["output_conversion"] == ("builtin",) and gpu["x_vector"] == (1,)
+    assert gpu["work_x"] == (1, 2, 4, 8, 16, 32, 64)
+    rgb = CONV2D.space.live_values({"filter_width": 9, "channels": 3, "border": "mirror"}, GPU_LIMITS)
+    assert rgb["border_groups"] == (False, True) and rgb["channel_items"] == (False,)
+    assert 12 in rgb["work_x"]
+
+
+def test_a_search_models_only_the_values_the_problem_can_take():
+    space = CONV2D.space
+    problem = {"filter_width": 9}
+    live = space.live_values(problem, GPU_LIMITS)
+    search = Search(
+        space, "gp", 1, valid=lambda c: not space.violations(c, problem, GPU_LIMITS), live_values=live
+    )
+    for _ in range(12):
+        trial, config = search.ask()
+        search.tell(trial, 1.0 + config["work_y"])
+    gp = search.gp
+    assert gp is not None
+    modelled = dict(zip(gp.names, gp.values, strict=True))
+    assert modelled["channel_items"] == [False] and modelled["border_groups"] == [False]
+    assert modelled["work_x"] == [1, 2, 4, 8, 16, 32, 64]
 
 
 @pytest.mark.parametrize(

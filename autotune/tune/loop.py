@@ -273,11 +273,13 @@ class Tuner:
                 valid=valid,
                 options=self.search_options,
                 violations=violations,
+                live_values=family.space.live_values(problem.key(), self.device),
             )
         else:
             assert self._studies is not None
             seed += 7919 * (self.run_id or 0)  # each worker its own
-            sampler = shared_sampler(self.sampler, seed, family.space, valid, self.search_options)
+            live = family.space.live_values(problem.key(), self.device)
+            sampler = shared_sampler(self.sampler, seed, family.space, valid, self.search_options, live)
             study = self._studies.shared(ledger, problem, sampler)
             search = SharedSearch(
                 self.store,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import optuna
@@ -68,12 +68,19 @@ def check_shared(sampler: str | None, fresh: bool, url: str | None) -> str:
 
 
 def shared_sampler(
-    name: str, seed: int, space: SearchSpace, valid: Callable[[Config], bool], options: SearchOptions | None
+    name: str,
+    seed: int,
+    space: SearchSpace,
+    valid: Callable[[Config], bool],
+    options: SearchOptions | None,
+    live_values: Mapping[str, Sequence[Any]] | None = None,
 ) -> optuna.samplers.BaseSampler:
-    """This worker's sampler of the shared study; gp proposes only valid points."""
+    """This worker's sampler of the shared study; gp proposes only valid points and models
+    the values each knob can take for the problem (`SearchSpace.live_values`)."""
     if name == "gp":
         return GPSampler(
             distributions(space),
+            live_values=live_values,
             valid=lambda params: valid(space.complete(params)),
             options=options,
             seed=seed,

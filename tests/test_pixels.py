@@ -389,6 +389,25 @@ def test_work_items_of_one_channel_verify_against_the_reference(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+@pytest.mark.parametrize("channels", [2, 3, 4])
+def test_work_items_of_one_channel_equal_scipy_through_the_manifest_launch(channels):
+    """Launched as a host program would (the family's launch rule, no extra rows), on rows
+    whose pixels fill whole blocks and rows with a remainder; each channel against
+    scipy.ndimage on its own plane."""
+    rng = np.random.default_rng(channels)
+    for width, (out_w, out_h), work_x in ((3, (32, 9), 8), (5, (37, 11), 4), (9, (13, 6), 2)):
+        image = image_of("uint8", (out_h + width - 1, out_w + width - 1, channels), rng)
+        filt = filter_of(width, rng, "uint8")
+        problem = Conv2DProblem(width, out_w, out_h, "uint8", out_dtype="uint8", channels=channels)
+        config = {"filter_mode": "define", "work_x": work_x, "work_y": 2, "local_x": 4, "local_y": 2}
+        variant = CONV2D.render({**config, "unroll": "full", "channel_items": True}, problem)
+        got = run_pixels_kernel(variant, image, filt, np.dtype("uint8")).reshape(out_h, out_w, channels)
+        for channel in range(channels):
+            plane = image[:, :, channel]
+            exact = scipy_reference(plane, filt, "constant")[width // 2 :, width // 2 :][:out_h, :out_w]
+            assert_matches(got[:, :, channel], exact, plane, filt, f"{channels} channels F={width} {out_w}")
+
+
 def test_work_items_of_one_channel_are_for_valid_output_of_interleaved_channels():
     base = SPACE.complete({"filter_mode": "define", "work_x": 4, "channel_items": True})
     assert SPACE.violations(base, {"filter_width": 5, "channels": 3}) == []

@@ -265,6 +265,7 @@ class Tuner:
         def violations(config: Config) -> int:
             return len(family.violations(config, problem, self.device))
 
+        live = family.space.live_values(problem.key(), self.device)  # what gp models
         if not self.shared:
             search: Any = Search(
                 family.space,
@@ -273,12 +274,11 @@ class Tuner:
                 valid=valid,
                 options=self.search_options,
                 violations=violations,
-                live_values=family.space.live_values(problem.key(), self.device),
+                live_values=live,
             )
         else:
             assert self._studies is not None
             seed += 7919 * (self.run_id or 0)  # each worker its own
-            live = family.space.live_values(problem.key(), self.device)
             sampler = shared_sampler(self.sampler, seed, family.space, valid, self.search_options, live)
             study = self._studies.shared(ledger, problem, sampler)
             search = SharedSearch(

@@ -218,6 +218,19 @@ def _pixel_cases() -> list[Case]:
         config = space.complete({**config, "unroll": unroll, "channel_items": True})
         key = {"filter_width": 3, "out_width": out_w, "out_height": out_h, "channels": channels}
         out.append(("conv2d", config, key | {"dtype": "uint8", "out_dtype": "uint8"}))
+    # The same with 'same' output: edge work-groups around a box of whole blocks, every
+    # border, an image narrower than a block, anchors off centre.
+    for border in [b for b in BORDERS if b != "none"]:
+        for channels, work_x, (out_w, out_h), anchor in (
+            (3, 4, (11, 7), 0),
+            (2, 2, (3, 5), 2),
+            (4, 8, (19, 4), 1),
+        ):
+            config = {"filter_mode": "define", "local_x": 4, "local_y": 2, "work_x": work_x, "work_y": 2}
+            config = space.complete({**config, "channel_items": True, "border_groups": True})
+            key = {"filter_width": 3, "out_width": out_w, "out_height": out_h, "channels": channels}
+            key |= {"dtype": "uint8", "out_dtype": "uint8", "border": border, "anchor": anchor}
+            out.append(("conv2d", config, key))
     return out
 
 

@@ -4,7 +4,7 @@ launch rule, no code from the autotune package."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,11 +98,13 @@ def run_pixels_kernel(
     *,
     same: bool = False,
     border_value: float = 0.0,
+    manifest: Mapping[str, Any] | None = None,
 ) -> np.ndarray:
     """Run a kernel of any pixel types, 'valid' or 'same' with a border, on an (H, W)
     or (H, W, C) interleaved image, through the ABI the export manifest documents
     (widths counted in values: pixels x channels); unwritten outputs keep a byte
-    pattern (NaN in float types)."""
+    pattern (NaN in float types). `manifest`: the kernel's export manifest, which says how a
+    `border_groups` kernel's launch grows."""
     context, queue = _opencl()
     image = np.ascontiguousarray(image)
     channels = image.shape[2] if image.ndim == 3 else 1
@@ -128,23 +130,26 @@ def run_pixels_kernel(
         items = -(-out // work)
         global_size.append(-(-items // local) * local)
     if variant.config.get("border_groups"):
-        global_size[1] += _border_group_rows(variant, filt.shape, out_w, out_h, channels, global_size[0])
+        assert manifest is not None, "a border_groups kernel launches by its manifest"
+        global_size[1] += _border_group_rows(manifest, variant, filt.shape, out_w, out_h, global_size[0])
     kernel(queue, tuple(global_size), tuple(variant.local_size), *buffers, *scalars)
     cl.enqueue_copy(queue, output, buffers[2])
     queue.finish()
     return output.reshape(out_h, out_w // channels, channels) if channels > 1 else output
 
 
-def _border_group_rows(variant: Any, filter_shape, row_values: int, rows: int, channels: int, global_x: int):
+def _border_group_rows(
+    manifest: Mapping[str, Any], variant: Any, filter_shape, row_values: int, rows: int, global_x: int
+) -> int:
     """The launch rows a `border_groups` kernel adds, worked out as the manifest's
     `border_groups` entry says (not with the package's own function)."""
-    key = variant.render_key
     filter_rows, filter_width = filter_shape
-    anchor_x, anchor_y = key["anchor"], key.get("anchor_y", key["anchor"])
-    work_x, work_y = variant.work_per_item[:2]
-    box_x = min(math.ceil(anchor_x * channels / work_x) * work_x, row_values)
+    anchor_x, anchor_y, channels = manifest["anchor"], manifest["anchor_y"], manifest["channels"]
+    step = manifest["tile_values"]
+    work_y = variant.work_per_item[1]
+    box_x = min(math.ceil(anchor_x * channels / step) * step, row_values)
     box_y = min(math.ceil(anchor_y / work_y) * work_y, rows)
-    box_w = max(max(row_values - (filter_width - 1 - anchor_x) * channels, 0) // work_x * work_x - box_x, 0)
+    box_w = max(max(row_values - (filter_width - 1 - anchor_x) * channels, 0) // step * step - box_x, 0)
     box_h = max(max(rows - (filter_rows - 1 - anchor_y), 0) // work_y * work_y - box_y, 0)
     edge_outputs = row_values * rows - box_w * box_h
     local_y = variant.local_size[1]

@@ -297,7 +297,7 @@ def test_gpu_presets_for_narrow_pixels_verify_against_the_reference(
     if config["work_x"] % 3 == 0 and channels != 3:  # tiles of whole pixels of three channels
         assert SPACE.violations(config, problem.key(), device_info(0))
         return
-    if config["channel_items"] and (channels == 1 or border != "none"):  # interleaved, 'valid' only
+    if config["channel_items"] and (channels == 1 or border != "none" and not config["border_groups"]):
         assert SPACE.violations(config, problem.key(), device_info(0))
         return
     assert not SPACE.violations(config, problem.key(), device_info(0))
@@ -389,6 +389,79 @@ def test_work_items_of_one_channel_verify_against_the_reference(
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
 
 
+# Work-items of one channel with 'same' output: the edge outputs in work-groups of their
+# own, the interior box counted in blocks of work_x pixels of every channel; every
+# border, anchors, sizes narrower than a block, thinner than the filter, and prime.
+GROUPED_CHANNEL_ITEM_SAMPLE = random.Random(53)
+GROUPED_CHANNEL_ITEM_CASES = [
+    (
+        channels,
+        GROUPED_CHANNEL_ITEM_SAMPLE.choice(SAME_BORDERS),
+        GROUPED_CHANNEL_ITEM_SAMPLE.choice([1, 2, 4, 8]),
+        GROUPED_CHANNEL_ITEM_SAMPLE.choice([(1, 1), (3, 3), (2, 5), (5, 2), (9, 9), (3, 7)]),
+        GROUPED_CHANNEL_ITEM_SAMPLE.choice([(1, 1), (2, 3), (7, 13), (13, 7), (31, 17), (67, 5), (40, 40)]),
+        seed,
+    )
+    for seed, channels in enumerate([2, 3, 4, 3] * 3)
+]
+
+
+@pytest.mark.parametrize("channels,border,work_x,shape,size,seed", GROUPED_CHANNEL_ITEM_CASES)
+def test_work_items_of_one_channel_with_edge_groups_verify_against_the_reference(
+    evaluator, channels, border, work_x, shape, size, seed
+):
+    rows, width = shape
+    rng = random.Random(seed)
+    dtype = rng.choice(list(PIXEL_TYPES))
+    problem = Conv2DProblem(
+        width, *size, dtype, seed=seed, out_dtype=rng.choice([dtype, "float32"]), border=border,
+        channels=channels, frames=rng.choice([1, 1, 2]), filter_height=rows, anchor=rng.randrange(width),
+        anchor_y=rng.randrange(rows),
+    )  # fmt: skip
+    config = SPACE.complete({
+        "filter_mode": rng.choice(["define", "arg"]),
+        "unroll": rng.choice([1, 2, 4]),
+        "work_x": work_x,
+        "work_y": rng.choice([1, 2, 4]),
+        "local_x": rng.choice([1, 2, 4, 8]),
+        "local_y": rng.choice([1, 2, 4]),
+        "channel_items": True,
+        "border_groups": True,
+    })  # fmt: skip
+    if config["filter_mode"] == "define" and seed % 2:
+        config |= {"filter_space": "literal", "unroll": "full"}
+    assert not CONV2D.violations(config, problem), config
+    result = evaluator.measure(CONV2D.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
+@pytest.mark.parametrize("border", ["mirror", "constant"])
+def test_work_items_of_one_channel_with_edge_groups_equal_scipy_through_the_manifest(border):
+    """Launched from the manifest's `border_groups` rule with its `tile_values` (a block of
+    work_x pixels of every channel), every channel against scipy.ndimage on its plane."""
+    rng = np.random.default_rng(5)
+    for channels, width, anchor, work_x in ((3, 3, 1, 8), (3, 5, 4, 4), (2, 9, 2, 2), (4, 4, 0, 4)):
+        image = image_of("uint8", (29, 37, channels), rng)
+        filt = filter_of(width, rng, "uint8")
+        problem = Conv2DProblem(
+            width, 37, 29, "uint8", out_dtype="uint8", border=border, anchor=anchor, channels=channels
+        )
+        config = {"filter_mode": "define", "work_x": work_x, "work_y": 2, "local_x": 4, "local_y": 2}
+        config |= {"unroll": "full", "channel_items": True, "border_groups": True}
+        variant = CONV2D.render(config, problem)
+        manifest = CONV2D.manifest_fields(variant)
+        assert manifest["tile_values"] == work_x * channels
+        got = run_pixels_kernel(
+            variant, image, filt, np.dtype("uint8"), same=True, border_value=7.0, manifest=manifest
+        )
+        for channel in range(channels):
+            plane = image[:, :, channel]
+            exact = scipy_reference(plane, filt, border, 7.0, anchor=anchor)
+            assert_matches(
+                got[:, :, channel], exact, plane, filt, f"{channels}ch {border} F={width} {anchor}"
+            )
+
+
 @pytest.mark.parametrize("channels", [2, 3, 4])
 def test_work_items_of_one_channel_equal_scipy_through_the_manifest_launch(channels):
     """Launched as a host program would (the family's launch rule, no extra rows), on rows
@@ -408,10 +481,12 @@ def test_work_items_of_one_channel_equal_scipy_through_the_manifest_launch(chann
             assert_matches(got[:, :, channel], exact, plane, filt, f"{channels} channels F={width} {out_w}")
 
 
-def test_work_items_of_one_channel_are_for_valid_output_of_interleaved_channels():
+def test_work_items_of_one_channel_are_for_interleaved_channels_with_valid_output_or_edge_groups():
     base = SPACE.complete({"filter_mode": "define", "work_x": 4, "channel_items": True})
+    same = {"filter_width": 5, "channels": 3, "border": "mirror"}
     assert SPACE.violations(base, {"filter_width": 5, "channels": 3}) == []
-    for problem in ({"filter_width": 5}, {"filter_width": 5, "channels": 3, "border": "mirror"}):
+    assert SPACE.violations({**base, "border_groups": True}, same) == []
+    for problem in ({"filter_width": 5}, same):
         assert SPACE.violations(base, problem)
     for change in ({"image_vector": 4}, {"cache_local": True}, {"work_x": 12}):
         assert SPACE.violations({**base, **change}, {"filter_width": 5, "channels": 3}), change
@@ -667,7 +742,7 @@ def test_search_best_and_export_know_pixel_types_and_borders(pixels_db, tmp_path
     rng = np.random.default_rng(1)
     image = image_of("uint8", (33, 47), rng)
     filt = filter_of(3, rng, "uint8")
-    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True)
+    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True, manifest=manifest)
     theirs = cv2.filter2D(image, -1, filt, borderType=cv2.BORDER_REFLECT_101)
     assert np.abs(got.astype(int) - theirs.astype(int)).max() <= 1
     header = run_cli(
@@ -763,7 +838,7 @@ def test_a_stored_kernel_with_edge_groups_runs_everywhere(pixels_db, tmp_path):
     assert "border_groups" in manifest and manifest["config"]["border_groups"] is True
     variant = _manifest_variant(out, manifest)
     image = image_of("uint8", (33, 47), rng)
-    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True)
+    got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True, manifest=manifest)
     assert np.abs(got.astype(int) - cv2.filter2D(image, -1, filt).astype(int)).max() <= 1
 
 
@@ -873,6 +948,8 @@ def _tiles_cover(problem: Conv2DProblem, config: dict) -> np.ndarray:
     channels, anchor_x, anchor_y = problem.channels, problem.anchor_column, problem.anchor_row
     values, height = problem.out_width * channels, problem.out_height
     covered = np.zeros((height, values), bool)
+    if config.get("channel_items"):
+        return _channel_items_cover(problem, config, covered)
     for y0 in range(0, height, config["work_y"]):
         for x0 in range(0, values, config["work_x"]):
             in_x0, in_y0 = x0 - anchor_x * channels, y0 - anchor_y
@@ -888,10 +965,35 @@ def _tiles_cover(problem: Conv2DProblem, config: dict) -> np.ndarray:
     return covered
 
 
+def _channel_items_cover(problem: Conv2DProblem, config: dict, covered: np.ndarray) -> np.ndarray:
+    """`_tiles_cover` for work-items of one channel's pixels, work-item by work-item: the
+    first `blocks` of a row take `work_x` pixels of one channel, the rest no tile."""
+    rows, width = problem.filter_shape
+    channels, anchor_x, anchor_y = problem.channels, problem.anchor_column, problem.anchor_row
+    height, values = covered.shape
+    work_x, work_y = config["work_x"], config["work_y"]
+    blocks = values // (channels * work_x) * channels
+    for y0 in range(0, height, work_y):
+        for item in range(blocks):
+            block, channel = divmod(item, channels)
+            x0 = block * channels * work_x + channel
+            in_x0, in_y0 = x0 - anchor_x * channels, y0 - anchor_y
+            if (
+                y0 + work_y <= height
+                and in_x0 >= 0
+                and in_y0 >= 0
+                and in_x0 + (work_x + width - 2) * channels < values
+                and in_y0 + work_y + rows - 1 <= height
+            ):
+                covered[y0 : y0 + work_y, x0 : x0 + work_x * channels : channels] = True
+    return covered
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_edge_groups_count_every_output_the_tiles_leave(seed):
-    """The interior box the host sizes the edge rows by is exactly what the tiles write."""
-    from autotune.families.conv2d.geometry import interior_box
+    """The interior box the host sizes the edge rows by is exactly what the tiles write
+    (tiles of adjacent values, and blocks of work-items of one channel each)."""
+    from autotune.families.conv2d.geometry import interior_box, tile_values
 
     rng = random.Random(seed)
     rows, width = rng.choice([(1, 1), (3, 3), (2, 5), (5, 2), (9, 9), (4, 4), (17, 17)])
@@ -900,10 +1002,12 @@ def test_edge_groups_count_every_output_the_tiles_leave(seed):
         anchor=rng.randrange(width), anchor_y=rng.randrange(rows), filter_height=rows,
     )  # fmt: skip
     config = {"work_x": rng.choice([1, 2, 4, 8]), "work_y": rng.choice([1, 2, 4])}
+    config["channel_items"] = problem.channels > 1 and seed % 2 == 1
     covered = _tiles_cover(problem, config)
     values = problem.out_width * problem.channels
+    step = tile_values(config, problem.channels)
     box = interior_box(
-        values, problem.out_height, (config["work_x"], config["work_y"]), problem.filter_shape,
+        values, problem.out_height, (step, config["work_y"]), problem.filter_shape,
         (problem.anchor_column, problem.anchor_row), problem.channels,
     )  # fmt: skip
     assert box.edge_outputs(values, problem.out_height) == int((~covered).sum())
@@ -965,8 +1069,11 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
         config = {"filter_mode": "define", "image_vector": 4 if channels == 1 else 1, "work_x": 4}
         config |= {"work_y": 2, "local_x": 4, "local_y": 4, "unroll": "full", "border_groups": True}
         variant = CONV2D.render(config, problem)
-        assert "border_groups" in CONV2D.manifest_fields(variant)
-        got = run_pixels_kernel(variant, image, filt, np.dtype("uint8"), same=True, border_value=7.0)
+        manifest = CONV2D.manifest_fields(variant)
+        assert "border_groups" in manifest
+        got = run_pixels_kernel(
+            variant, image, filt, np.dtype("uint8"), same=True, border_value=7.0, manifest=manifest
+        )
         got, planes = got.reshape(29, 37, channels), image.reshape(29, 37, channels)
         for channel in range(channels):
             plane = planes[:, :, channel]

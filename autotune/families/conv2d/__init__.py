@@ -17,7 +17,7 @@ import numpy as np
 from autotune.errors import UsageError
 from autotune.families.base import KernelFamily, KernelVariant, Problem
 from autotune.families.c_header import HeaderLayout, KindField
-from autotune.families.conv2d.geometry import edge_rows, interior_box
+from autotune.families.conv2d.geometry import edge_rows, interior_box, tile_values
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.problem import Conv2DProblem
 from autotune.families.conv2d.render import (
@@ -51,8 +51,10 @@ BORDER_GROUPS = (
     "global[1] += ceil(edge_outputs / (global[0] * local[1])) * local[1]: rows of work-groups that come "
     "first and write the outputs no tile does (the kernel takes every launch row before the last "
     "ceil(ceil(H / work_y) / local[1]) * local[1] as theirs). edge_outputs = W * H - box_w * box_h, "
-    "W = out_width * channels, H = out_height, box_x = min(ceil(anchor * channels / work_x) * work_x, W), "
-    "box_w = max(floor(max(W - (filter_width - 1 - anchor) * channels, 0) / work_x) * work_x - box_x, 0); "
+    "W = out_width * channels, H = out_height, t = the manifest's tile_values (work_x, or work_x * "
+    "channels where work-items compute pixels of one channel), "
+    "box_x = min(ceil(anchor * channels / t) * t, W), "
+    "box_w = max(floor(max(W - (filter_width - 1 - anchor) * channels, 0) / t) * t - box_x, 0); "
     "box_y, box_h the same over rows with anchor_y, filter_height, work_y and no channels"
 )
 
@@ -132,6 +134,13 @@ CONVOLUTION_HEADER = HeaderLayout(
             lambda v: int(bool(v.config.get("border_groups"))),
             in_kind=False,
         ),
+        KindField(
+            "tile_values",
+            "int",
+            "values along x the edge rows' interior box counts in: work_x, or work_x * channels",
+            lambda v: tile_values(v.config, v.render_key.get("channels", 1)),
+            in_kind=False,
+        ),
     ),
     launch_helper=(
         "/* The global size of entry k over out_width x out_height pixels and `frames` of them",
@@ -145,7 +154,7 @@ CONVOLUTION_HEADER = HeaderLayout(
         "    if (!k->border_groups) return;",
         "    /* The interior box: whole tiles whose inputs lie inside the image. */",
         "    long long w = (long long)values, h = (long long)out_height, c = k->channels;",
-        "    long long work_x = (long long)k->work_per_item[0], work_y = (long long)k->work_per_item[1];",
+        "    long long work_x = k->tile_values, work_y = (long long)k->work_per_item[1];",
         "    long long x0 = (k->anchor * c + work_x - 1) / work_x * work_x;",
         "    long long y0 = (k->anchor_y + work_y - 1) / work_y * work_y;",
         "    long long x1 = w - (k->filter_width - 1 - k->anchor) * c;",
@@ -343,7 +352,7 @@ class Conv2D(KernelFamily):
         box = interior_box(
             row_values,
             problem.out_height,
-            (variant.work_per_item[0], variant.work_per_item[1]),
+            (tile_values(variant.config, problem.channels), variant.work_per_item[1]),
             problem.filter_shape,
             (problem.anchor_column, problem.anchor_row),
             problem.channels,
@@ -397,7 +406,14 @@ class Conv2D(KernelFamily):
             "filter_compiled_in": literal_filter(variant.config),
             "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),
             "launch": LAUNCH,
-            **({"border_groups": BORDER_GROUPS} if variant.config.get("border_groups") else {}),
+            **(
+                {
+                    "border_groups": BORDER_GROUPS,
+                    "tile_values": tile_values(variant.config, key.get("channels", 1)),
+                }
+                if variant.config.get("border_groups")
+                else {}
+            ),
         }
 
     def export_stem(self, variant: KernelVariant) -> str:

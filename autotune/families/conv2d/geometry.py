@@ -8,7 +8,9 @@ The kernel works the same numbers out from its arguments (templates/conv2d.cl.j2
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,12 @@ class InteriorBox:
         return (rows - self.height) * row_values + self.height * (row_values - self.width)
 
 
+def tile_values(config: Mapping[str, Any], channels: int) -> int:
+    """Values along x the interior box is counted in: a work-item's `work_x`, or with
+    `channel_items` a block of `work_x` pixels of every channel (one work-item each)."""
+    return int(config["work_x"]) * (channels if config.get("channel_items") else 1)
+
+
 @functools.lru_cache(maxsize=256)
 def interior_box(
     row_values: int,
@@ -35,7 +43,7 @@ def interior_box(
     anchor: tuple[int, int],
     channels: int = 1,
 ) -> InteriorBox:
-    """The box of whole work-item tiles (`work` = work_x, work_y outputs) whose inputs lie
+    """The box of whole tiles (`work` = tile_values, work_y outputs) whose inputs lie
     inside the image. `filter_shape`: (rows, width) of taps; `anchor`: (column, row) of
     the tap over each output pixel. Kept: every call of a Convolver asks for the same one."""
     work_x, work_y = work

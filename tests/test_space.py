@@ -182,24 +182,27 @@ def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kin
 
 def test_gpu_presets_for_three_channels_by_filter_width():
     """RGB uint8: whole-pixel rows of 4 pixels for narrow filters, work-items of one
-    channel for mid-width ones (with edge work-groups for 'same' output, up to F = 11), a
-    staged tile of 4 whole pixels for wide ones (measured at F = 3, 5, 9, 11, 13, 17 and 25;
-    uint16 ran slower with the first and last)."""
+    channel for mid-width ones ('same' output: both with edge work-groups, the second from
+    F = 5 to 11), a staged tile of 4 whole pixels for wide ones (measured at F = 3, 5, 9, 11,
+    13, 17 and 25; uint16 ran slower with the first and last)."""
     from autotune.families.conv2d import Conv2DProblem
 
-    rows = CONV2D.space.presets["gpu_rgb_pixel_rows"].config
-    items = CONV2D.space.presets["gpu_rgb_channel_items"].config
-    edges = CONV2D.space.presets["gpu_rgb_channel_items_edges"].config
-    staged = CONV2D.space.presets["gpu_rgb_pixels_staged"].config
-    ours = (rows, items, edges, staged)
-    by_width = {3: [rows], 5: [rows], 7: [items], 9: [items], 11: [items], 13: [items], 15: [], 17: [staged]}
-    for filter_width, expected in (*by_width.items(), (25, [staged])):
+    presets = CONV2D.space.presets
+    rows, items = presets["gpu_rgb_pixel_rows"].config, presets["gpu_rgb_channel_items"].config
+    staged = presets["gpu_rgb_pixels_staged"].config
+    rows_edges = presets["gpu_rgb_pixel_rows_edges"].config
+    items_edges = presets["gpu_rgb_channel_items_edges"].config
+    ours = (rows, items, rows_edges, items_edges, staged)
+    valid = {3: [rows], 5: [rows], 7: [items], 9: [items], 11: [items], 13: [items], 15: [], 17: [staged]}
+    # 'same': edge work-groups, whole-pixel rows to F = 4, work-items of one channel F = 5-11
+    same = {3: [rows_edges], 5: [items_edges], 7: [items_edges], 9: [items_edges], 11: [items_edges]}
+    for filter_width, expected in (*valid.items(), (25, [staged])):
         for dtype, border in (("uint8", "none"), ("uint8", "mirror"), ("uint16", "none")):
             problem = Conv2DProblem(filter_width, 512, 512, dtype, out_dtype=dtype, border=border, channels=3)
             chosen = CONV2D.presets_for(problem, GPU_LIMITS)
             wanted = expected if dtype == "uint8" else []  # RGB uint16 ran slower with them
-            if border != "none":  # work-items of one channel: with edge work-groups, to F = 11
-                wanted = [edges if c is items else c for c in wanted if c is not items or filter_width <= 11]
+            if border != "none":
+                wanted = same.get(filter_width, [c for c in expected if c is staged])
             assert [c for c in ours if c in chosen] == wanted, (filter_width, dtype, border)
             assert not any(c in CONV2D.presets_for(problem, device_info(0)) for c in ours)  # PoCL
     rgba = Conv2DProblem(3, 512, 512, "uint8", out_dtype="uint8", channels=4)

@@ -767,10 +767,10 @@ def test_convolve_runs_the_kernel_tuned_for_its_pixels(pixels_db):
     assert ours.dtype == np.uint8 and np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1
 
 
-def make_best_use_edge_groups(db: str, border: str = "mirror") -> dict:
+def make_best_use_edge_groups(db: str, border: str = "mirror", changes: dict | None = None) -> dict:
     """The best kernel of the (first) kind with this border, with its edge outputs given
-    work-groups of their own, stored as a trial and made the best (a GPU search would find
-    it; on the CPU the search seldom keeps it)."""
+    work-groups of their own (and `changes`), stored as a trial and made the best (a GPU
+    search would find it; on the CPU the search seldom keeps it)."""
     import sqlalchemy as sa
 
     from autotune.store import Best, ProblemRow, Store, Trial
@@ -787,7 +787,7 @@ def make_best_use_edge_groups(db: str, border: str = "mirror") -> dict:
                 if json.loads(p.key).get("border") == border
             )
             trial = s.get(Trial, best.trial_id)
-        config = {**json.loads(trial.config), "border_groups": True, "cache_local": False}
+        config = {**json.loads(trial.config), "border_groups": True, "cache_local": False, **(changes or {})}
         problem = CONV2D.problem(json.loads(row.key))
         assert not CONV2D.violations(config, problem)
         fields = {c.name: getattr(trial, c.name) for c in Trial.__table__.columns if c.name != "id"}

@@ -153,4 +153,4 @@ def _border_group_rows(
     box_h = max(max(rows - (filter_rows - 1 - anchor_y), 0) // work_y * work_y - box_y, 0)
     edge_outputs = row_values * rows - box_w * box_h
     local_y = variant.local_size[1]
-    return math.ceil(edge_outputs / (global_x * local_y)) * local_y
+    return math.ceil(edge_outputs / (global_x * local_y * manifest["edge_outputs_per_item"])) * local_y

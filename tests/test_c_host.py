@@ -22,7 +22,7 @@ def kinds_db(tmp_path_factory) -> str:
     """Real searches of an RGB uint8 'same' kind (mirror) and a 16-bit one with a 3 x 5
     filter and a constant border, each best then given edge work-groups (the RGB one with
     work-items of one channel's pixels, whose edge rows count the box in blocks of every
-    channel: `tile_values` 12, not `work_x`)."""
+    channel: `tile_values` 12, not `work_x`; and 2 outputs an edge work-item)."""
     path = tmp_path_factory.mktemp("db") / "kinds.db"
     db = f"sqlite:///{path}"
     common = ("-d", "0", "-s", "40x24", "--trials", "4", "--sampler", "random", "--db", db)
@@ -33,6 +33,7 @@ def kinds_db(tmp_path_factory) -> str:
         result = run_cli("search", *common, *extra)
         assert result.returncode == 0, result.stderr
     one_channel_items = {"channel_items": True, "work_x": 4, "image_vector": 1, "vector": 1, "x_vector": 1}
+    one_channel_items["edge_outputs_per_item"] = 2
     make_best_use_edge_groups(db, "mirror", one_channel_items)
     make_best_use_edge_groups(db, "constant")
     return db
@@ -106,6 +107,7 @@ def test_the_header_holds_every_kind_with_its_edge_groups(exported):
     assert all("border_groups" in m for m in manifests)
     rgb = next(m for m in manifests if m["channels"] == 3)
     assert rgb["config"]["channel_items"] and rgb["tile_values"] == 3 * rgb["work_per_item"][0]
+    assert rgb["edge_outputs_per_item"] == 2
     # a tuned entry and a default one per kind
     assert header.count('"uint16",') == 2 and header.count('"mirror",') == 2
 

@@ -1049,6 +1049,7 @@ def test_edge_work_groups_verify_against_the_reference(
         config = {**random_config(rng, problem), "border_groups": True, "cache_local": False}
         if not CONV2D.violations(config, problem):
             break
+    config["edge_outputs_per_item"] = random.Random(seed + 1000).choice([1, 2, 4])
     variant = CONV2D.render(config, problem)
     result = evaluator.measure(variant, problem)
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
@@ -1060,7 +1061,7 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
     """Run as a host program would from the manifest's `border_groups` rule (not the
     package's own geometry), against scipy.ndimage with a border value, every anchor."""
     rng = np.random.default_rng(channels)
-    for width, anchor in ((3, 1), (4, 0), (5, 4), (8, 3)):
+    for width, anchor, per_item in ((3, 1, 4), (4, 0, 2), (5, 4, 1), (8, 3, 4)):
         image = image_of("uint8", (29, 37, channels) if channels > 1 else (29, 37), rng)
         filt = filter_of(width, rng, "uint8")
         problem = Conv2DProblem(
@@ -1068,9 +1069,9 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
         )
         config = {"filter_mode": "define", "image_vector": 4 if channels == 1 else 1, "work_x": 4}
         config |= {"work_y": 2, "local_x": 4, "local_y": 4, "unroll": "full", "border_groups": True}
-        variant = CONV2D.render(config, problem)
+        variant = CONV2D.render(config | {"edge_outputs_per_item": per_item}, problem)
         manifest = CONV2D.manifest_fields(variant)
-        assert "border_groups" in manifest
+        assert "border_groups" in manifest and manifest["edge_outputs_per_item"] == per_item
         got = run_pixels_kernel(
             variant, image, filt, np.dtype("uint8"), same=True, border_value=7.0, manifest=manifest
         )
@@ -1081,15 +1082,19 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
             assert_matches(got[:, :, channel], exact, plane, filt, f"{border} F={width} anchor {anchor}")
 
 
-def test_edge_work_groups_are_what_writes_the_edge(evaluator):
+@pytest.mark.parametrize("per_item", [1, 4])
+def test_edge_work_groups_are_what_writes_the_edge(evaluator, per_item):
     """A kernel whose edge work-groups do nothing fails verification: the sample above
-    cannot pass with the tiles alone."""
+    cannot pass with the tiles alone; nor can several outputs an edge work-item where each
+    computes only its first."""
     problem = Conv2DProblem(3, 45, 29, "uint8", out_dtype="uint8", border="mirror")
     config = {"work_x": 4, "work_y": 2, "local_x": 8, "local_y": 4, "border_groups": True}
-    variant = CONV2D.render(config, problem)
+    variant = CONV2D.render(config | {"edge_outputs_per_item": per_item}, problem)
     assert CONV2D.global_size(variant, problem)[1] > variant.global_size(problem.launch_extent)[1]
     assert evaluator.measure(variant, problem).status.value == "ok"
     broken = variant.source.replace("if ((int)get_global_id(1) < edge_rows) {", "if (false) {", 1)
+    if per_item > 1:
+        broken = variant.source.replace("#define EDGE_OUTPUTS 4", "#define EDGE_OUTPUTS 1", 1)
     assert broken != variant.source
     wrong = evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
     assert wrong.status.value == "wrong_result"

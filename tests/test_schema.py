@@ -192,9 +192,10 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
                 default = ['"float32",', '"float32",', '"none",', "-1,", "-1,", "1,", "0,", "0,"]
                 assert kinds == [[lines[1], *default] for lines in device_0]
                 # then the values along x their edge rows' box counts in: each kernel's work_x
-                work = [[x for x in lines[12:] if x.startswith("{")][1] for lines in device_0]
+                work = [[x for x in lines[13:] if x.startswith("{")][1] for lines in device_0]
                 assert [lines[11] for lines in device_0] == [w[1:].split(",")[0] + "," for w in work]
-                kept = ["\n    ".join(lines[:2] + lines[12:]) for lines in device_0]
+                assert [lines[12] for lines in device_0] == ["1,"] * len(device_0)  # edge outputs a work-item
+                kept = ["\n    ".join(lines[:2] + lines[13:]) for lines in device_0]
                 assert kept == ["0,\n    " + e for e in old_entries]
             else:
                 assert new_file.read_text() == today_source(old_file.read_text()), old_file.name

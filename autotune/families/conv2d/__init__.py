@@ -48,9 +48,10 @@ ABI = (
 SAME_ABI = ("const float border_value",)
 # How a host launches a kernel whose edge outputs have work-groups of their own.
 BORDER_GROUPS = (
-    "global[1] += ceil(edge_outputs / (global[0] * local[1])) * local[1]: rows of work-groups that come "
-    "first and write the outputs no tile does (the kernel takes every launch row before the last "
-    "ceil(ceil(H / work_y) / local[1]) * local[1] as theirs). edge_outputs = W * H - box_w * box_h, "
+    "global[1] += ceil(edge_outputs / (global[0] * local[1] * p)) * local[1], p the manifest's "
+    "edge_outputs_per_item: rows of work-groups that come first and write the outputs no tile does "
+    "(the kernel takes every launch row before the last ceil(ceil(H / work_y) / local[1]) * local[1] "
+    "as theirs). edge_outputs = W * H - box_w * box_h, "
     "W = out_width * channels, H = out_height, t = the manifest's tile_values (work_x, or work_x * "
     "channels where work-items compute pixels of one channel), "
     "box_x = min(ceil(anchor * channels / t) * t, W), "
@@ -141,6 +142,13 @@ CONVOLUTION_HEADER = HeaderLayout(
             lambda v: tile_values(v.config, v.render_key.get("channels", 1)),
             in_kind=False,
         ),
+        KindField(
+            "edge_outputs_per_item",
+            "int",
+            "outputs each work-item of the edge rows computes",
+            lambda v: int(v.config.get("edge_outputs_per_item", 1)),
+            in_kind=False,
+        ),
     ),
     launch_helper=(
         "/* The global size of entry k over out_width x out_height pixels and `frames` of them",
@@ -165,7 +173,7 @@ CONVOLUTION_HEADER = HeaderLayout(
         "    y1 = (y1 > 0 ? y1 : 0) / work_y * work_y;",
         "    long long box_w = x1 > x0 ? x1 - x0 : 0, box_h = y1 > y0 ? y1 - y0 : 0;",
         "    size_t edge_outputs = (size_t)((h - box_h) * w + box_h * (w - box_w));",
-        "    size_t per_row = global_size[0] * k->local_size[1]; /* one edge output a work-item */",
+        "    size_t per_row = global_size[0] * k->local_size[1] * (size_t)k->edge_outputs_per_item;",
         "    global_size[1] += (edge_outputs + per_row - 1) / per_row * k->local_size[1];",
         "}",
         "",
@@ -357,7 +365,10 @@ class Conv2D(KernelFamily):
             (problem.anchor_column, problem.anchor_row),
             problem.channels,
         )
-        extra = edge_rows(box.edge_outputs(row_values, problem.out_height), size[0], variant.local_size[1])
+        per_item = int(variant.config.get("edge_outputs_per_item", 1))
+        extra = edge_rows(
+            box.edge_outputs(row_values, problem.out_height), size[0], variant.local_size[1], per_item
+        )
         return (size[0], size[1] + extra, *size[2:])
 
     def serves_any_data(self, config: Config) -> bool:
@@ -410,6 +421,7 @@ class Conv2D(KernelFamily):
                 {
                     "border_groups": BORDER_GROUPS,
                     "tile_values": tile_values(variant.config, key.get("channels", 1)),
+                    "edge_outputs_per_item": int(variant.config.get("edge_outputs_per_item", 1)),
                 }
                 if variant.config.get("border_groups")
                 else {}

@@ -56,7 +56,7 @@ def interior_box(
     return InteriorBox(x0, y0, max(x1 - x0, 0), max(y1 - y0, 0))
 
 
-def edge_rows(edge_outputs: int, global_x: int, local_y: int) -> int:
-    """Work-item rows (whole work-groups) that hold `edge_outputs`, one a work-item."""
-    per_group_row = global_x * local_y
+def edge_rows(edge_outputs: int, global_x: int, local_y: int, per_item: int = 1) -> int:
+    """Work-item rows (whole work-groups) that hold `edge_outputs`, `per_item` a work-item."""
+    per_group_row = global_x * local_y * per_item
     return -(-edge_outputs // per_group_row) * local_y

@@ -363,6 +363,24 @@ CHANNEL_ITEM_CASES = [
 ]
 
 
+def _channel_items_config(rng: random.Random, work_x: int, literal: bool, **fields) -> dict:
+    """A seeded config of work-items of one channel: rolled or unrolled taps, group shapes;
+    `literal`: taps compiled in where the width is."""
+    config = SPACE.complete({
+        "filter_mode": rng.choice(["define", "arg"]),
+        "unroll": rng.choice([1, 2, 4]),
+        "work_x": work_x,
+        "work_y": rng.choice([1, 2, 4]),
+        "local_x": rng.choice([1, 2, 4, 8]),
+        "local_y": rng.choice([1, 2, 4]),
+        "channel_items": True,
+        **fields,
+    })  # fmt: skip
+    if config["filter_mode"] == "define" and literal:
+        config |= {"filter_space": "literal", "unroll": "full"}
+    return config
+
+
 @pytest.mark.parametrize("channels,work_x,width,size,seed", CHANNEL_ITEM_CASES)
 def test_work_items_of_one_channel_verify_against_the_reference(
     evaluator, channels, work_x, width, size, seed
@@ -373,17 +391,7 @@ def test_work_items_of_one_channel_verify_against_the_reference(
         width, *size, dtype, seed=seed, out_dtype=rng.choice([dtype, "float32"]), channels=channels,
         frames=rng.choice([1, 1, 2]),
     )  # fmt: skip
-    config = SPACE.complete({
-        "filter_mode": rng.choice(["define", "arg"]),
-        "unroll": rng.choice([1, 2, 4]),
-        "work_x": work_x,
-        "work_y": rng.choice([1, 2, 4]),
-        "local_x": rng.choice([1, 2, 4, 8]),
-        "local_y": rng.choice([1, 2, 4]),
-        "channel_items": True,
-    })  # fmt: skip
-    if config["filter_mode"] == "define" and seed % 2:
-        config |= {"filter_space": "literal", "unroll": "full"}
+    config = _channel_items_config(rng, work_x, literal=seed % 2 == 1)
     assert not CONV2D.violations(config, problem), config
     result = evaluator.measure(CONV2D.render(config, problem), problem)
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
@@ -418,18 +426,7 @@ def test_work_items_of_one_channel_with_edge_groups_verify_against_the_reference
         channels=channels, frames=rng.choice([1, 1, 2]), filter_height=rows, anchor=rng.randrange(width),
         anchor_y=rng.randrange(rows),
     )  # fmt: skip
-    config = SPACE.complete({
-        "filter_mode": rng.choice(["define", "arg"]),
-        "unroll": rng.choice([1, 2, 4]),
-        "work_x": work_x,
-        "work_y": rng.choice([1, 2, 4]),
-        "local_x": rng.choice([1, 2, 4, 8]),
-        "local_y": rng.choice([1, 2, 4]),
-        "channel_items": True,
-        "border_groups": True,
-    })  # fmt: skip
-    if config["filter_mode"] == "define" and seed % 2:
-        config |= {"filter_space": "literal", "unroll": "full"}
+    config = _channel_items_config(rng, work_x, literal=seed % 2 == 1, border_groups=True)
     assert not CONV2D.violations(config, problem), config
     result = evaluator.measure(CONV2D.render(config, problem), problem)
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"

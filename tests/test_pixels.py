@@ -910,6 +910,19 @@ def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
     assert CONV2D.adapt_related(config, Conv2DProblem(3, 64, 64), gpu) == config  # 'valid': nothing
 
 
+def test_work_items_of_one_channel_borrowed_for_same_output_stay_valid():
+    """A 'valid' RGB kernel of one channel's work-items lent to 'same' output keeps them with
+    edge groups (a GPU, F <= 9); elsewhere its tile computes adjacent values."""
+    items = CONV2D.space.presets["gpu_rgb_channel_items"].config
+    cpu = device_info(0)  # PoCL
+    gpu = dataclasses.replace(cpu, type="GPU", native_vector_width=1)
+    for width, device, kept in ((9, gpu, True), (11, gpu, False), (9, cpu, False), (5, cpu, False)):
+        problem = Conv2DProblem(width, 64, 64, "uint8", out_dtype="uint8", border="mirror", channels=3)
+        lent = CONV2D.adapt_related(items, problem, device)
+        assert lent["channel_items"] is kept and lent["border_groups"] is kept, (width, device.type)
+        assert CONV2D.violations(lent, problem, device) == [], (width, device.type)
+
+
 def test_a_same_search_on_a_gpu_starts_from_the_valid_winner_with_edge_groups(tmp_path):
     """The warm start lends a related kind's winner as the lookup would (edge work-groups
     on a GPU), then as it is; a CPU gets it as it is."""

@@ -295,7 +295,8 @@ class Conv2D(KernelFamily):
         own"), unless its edge tiles would loop over outputs (`keeps_edge_tile`: a scalar
         tile and a filter wider or taller than 8), where it stages too. A 'valid' problem
         borrowing a 'same' kernel drops its edge groups; a float output writes with the
-        built-in conversion."""
+        built-in conversion. Work-items of one channel need edge groups in 'same' output:
+        where those are not given, the same tile computes adjacent values."""
         assert isinstance(problem, Conv2DProblem)
         config = self.output_written_as_it_can_be(config, problem, device)
         if not problem.same:  # a 'same' kernel lent to 'valid' output: no border to group
@@ -306,6 +307,8 @@ class Conv2D(KernelFamily):
         if not on_cpu and max(problem.filter_shape) <= BORDER_GROUPS_MAX_WIDTH:
             grouped = {**config, "border_groups": True}
             return config if self.violations(grouped, problem, device) else grouped
+        if config.get("channel_items"):  # 'same' without edge groups: the tile of adjacent values
+            config = {**config, "channel_items": False}
         if keeps_edge_tile(self.space.complete(config), *problem.filter_shape):
             return config
         staged = {**config, "cache_local": True, "filter_mode": "define"}

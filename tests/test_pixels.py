@@ -908,6 +908,12 @@ def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
     wide = CONV2D.adapt_related(config, Conv2DProblem(17, 64, 64, border="mirror"), gpu)
     assert wide["cache_local"] is True and not wide["border_groups"]
     assert CONV2D.adapt_related(config, Conv2DProblem(3, 64, 64), gpu) == config  # 'valid': nothing
+    # a 'same' kernel with several outputs an edge work-item, lent to 'valid' output: neither
+    grouped = {**config, "border_groups": True, "edge_outputs_per_item": 4}
+    valid = Conv2DProblem(5, 64, 64, "uint8", out_dtype="uint8")
+    lent = CONV2D.adapt_related(grouped, valid, gpu)
+    assert lent == {**config, "border_groups": False, "edge_outputs_per_item": 1}
+    assert CONV2D.violations(lent, valid, gpu) == []
 
 
 def test_work_items_of_one_channel_borrowed_for_same_output_stay_valid():

@@ -300,7 +300,9 @@ class Conv2D(KernelFamily):
         assert isinstance(problem, Conv2DProblem)
         config = self.output_written_as_it_can_be(config, problem, device)
         if not problem.same:  # a 'same' kernel lent to 'valid' output: no border to group
-            return {**config, "border_groups": False} if config.get("border_groups") else config
+            if not config.get("border_groups"):
+                return config
+            return {**config, "border_groups": False, "edge_outputs_per_item": 1}
         if config.get("cache_local") or config.get("border_groups"):
             return config
         on_cpu = getattr(device, "is_cpu", True)  # no device known: as on a CPU

@@ -515,7 +515,7 @@ def test_a_search_measures_the_narrow_pixel_presets_first_only_where_they_apply(
             )  # every preset a search here measures
         finally:
             store.close()
-    assert measured == {"gpu": {"gpu_narrow_bytes", "gpu_narrow_staged"}, "cpu": set()}
+    assert measured == {"gpu": {"gpu_narrow_bytes", "gpu_narrow_staged", "gpu_gray_bytes_8x8"}, "cpu": set()}
 
 
 def test_a_config_lent_to_a_float_output_writes_with_the_builtin_conversion():

@@ -180,6 +180,25 @@ def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kin
         assert CONV2D.space.presets["baseline"].config in chosen
 
 
+def test_gpu_presets_for_one_channel_of_bytes_by_filter_width():
+    """uint8, one channel, F <= 5: 8x8 tiles of uchar4 reads ('same': with edge work-groups,
+    2 outputs an edge work-item); not for wider filters, other pixel types, RGB or PoCL."""
+    from autotune.families.conv2d import Conv2DProblem
+
+    square = CONV2D.space.presets["gpu_gray_bytes_8x8"].config
+    edges = CONV2D.space.presets["gpu_gray_bytes_8x8_edges"].config
+    for filter_width in (1, 3, 5, 7, 9):
+        for dtype, border, channels in (("uint8", "none", 1), ("uint8", "mirror", 1), ("uint16", "none", 1),
+                                        ("uint8", "none", 3), ("float32", "none", 1)):  # fmt: skip
+            problem = Conv2DProblem(
+                filter_width, 512, 512, dtype, out_dtype=dtype, border=border, channels=channels
+            )
+            chosen = [c for c in (square, edges) if c in CONV2D.presets_for(problem, GPU_LIMITS)]
+            ours = dtype == "uint8" and channels == 1 and filter_width <= 5
+            assert chosen == ([square] if border == "none" else [edges]) * ours, (filter_width, dtype, border)
+            assert not any(c in CONV2D.presets_for(problem, device_info(0)) for c in (square, edges))  # PoCL
+
+
 def test_gpu_presets_for_three_channels_by_filter_width():
     """RGB uint8: whole-pixel rows of 4 pixels for narrow filters, work-items of one
     channel for mid-width ones ('same' output: both with edge work-groups, the second from

@@ -184,23 +184,24 @@ class SearchSpace:
         rules that name that knob alone (beside problem fields and `device`) say: a value
         that breaks such a rule breaks it whatever the other knobs are (a knob added for
         other pixel types, a CPU's vectors on a GPU). A search need not model the others."""
-        dead: dict[str, set[int]] = {}
-        for c in self.constraints:
-            if len(c.knob_names) != 1 or (c.needs_device and device is None):
-                continue
-            (name,) = c.knob_names
-            for i, value in enumerate(self.knobs[name].values):
-                try:
-                    ok = eval(c.code, {"__builtins__": {}}, self._names({name: value}, problem, device))  # noqa: S307
-                except NameError:  # a problem field this problem does not have
-                    ok = True
-                if not ok:
-                    dead.setdefault(name, set()).add(i)
         live = {}
         for name, knob in self.knobs.items():
-            values = tuple(v for i, v in enumerate(knob.values) if i not in dead.get(name, ()))
+            values = tuple(v for v in knob.values if not self._refused(name, v, problem, device))
             live[name] = values or knob.values  # none left: the problem fails its rules anyway
         return live
+
+    def _refused(self, name: str, value: Value, problem: Mapping[str, object], device: object | None) -> bool:
+        """Whether a rule that names knob `name` alone refuses `value` for this problem."""
+        for c in self.constraints:
+            if c.knob_names != {name} or (c.needs_device and device is None):
+                continue
+            try:
+                ok = eval(c.code, {"__builtins__": {}}, self._names({name: value}, problem, device))  # noqa: S307
+            except NameError:  # a problem field this problem does not have
+                continue
+            if not ok:
+                return True
+        return False
 
     def applies(self, preset: Preset, problem: Mapping[str, object], device: object) -> bool:
         """Whether a search of this problem on this device measures the preset first
@@ -247,7 +248,7 @@ class SearchSpace:
         if name not in self.knobs:
             raise UsageError(f"unknown knob {name!r} (knobs: {', '.join(self.knobs)})")
         start = self.complete({**base, name: value})
-        if not any(_same(value, v) for v in self.live_values(problem, device)[name]):
+        if self._refused(name, value, problem, device):
             return None  # a rule of this knob alone refuses the value: no need to search
         others = [n for n in self.knobs if n != name]
         alternatives = {n: self._alternatives(n, start[n]) for n in others}

@@ -90,6 +90,13 @@ def assert_matches(
         assert difference.max() <= error, f"{what}: max error {difference.max()} > {error}"
 
 
+def assert_verifies(evaluator, config: dict, problem: Conv2DProblem) -> None:
+    """A valid config whose kernel the measuring worker verifies against the reference."""
+    assert not CONV2D.violations(config, problem), config
+    result = evaluator.measure(CONV2D.render(config, problem), problem)
+    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+
+
 def random_config(rng: random.Random, problem: Conv2DProblem) -> dict:
     """Without edge work-groups (their own sample below): the edge tiles and staged tiles
     keep the coverage they had."""
@@ -342,9 +349,7 @@ def test_tiles_of_whole_pixels_verify_against_the_reference(evaluator, work_x, b
         "image_vector": vectors[seed % len(vectors)],
         "cache_local": seed % 2 == 1,
     })  # fmt: skip
-    assert not CONV2D.violations(config, problem), config
-    result = evaluator.measure(CONV2D.render(config, problem), problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    assert_verifies(evaluator, config, problem)
 
 
 # Work-items of one channel's pixels (`channel_items`): 2, 3 and 4 channels, rows whose
@@ -392,9 +397,7 @@ def test_work_items_of_one_channel_verify_against_the_reference(
         frames=rng.choice([1, 1, 2]),
     )  # fmt: skip
     config = _channel_items_config(rng, work_x, literal=seed % 2 == 1)
-    assert not CONV2D.violations(config, problem), config
-    result = evaluator.measure(CONV2D.render(config, problem), problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    assert_verifies(evaluator, config, problem)
 
 
 # Work-items of one channel with 'same' output: the edge outputs in work-groups of their
@@ -427,9 +430,7 @@ def test_work_items_of_one_channel_with_edge_groups_verify_against_the_reference
         anchor_y=rng.randrange(rows),
     )  # fmt: skip
     config = _channel_items_config(rng, work_x, literal=seed % 2 == 1, border_groups=True)
-    assert not CONV2D.violations(config, problem), config
-    result = evaluator.measure(CONV2D.render(config, problem), problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    assert_verifies(evaluator, config, problem)
 
 
 @pytest.mark.parametrize("border", ["mirror", "constant"])

@@ -56,7 +56,7 @@ def _knob_values(space, base: dict, problem_fields: dict, skip: tuple[str, ...] 
     for name, knob in space.knobs.items():
         if name in skip or name == "output_conversion":  # integer outputs only: their own cases
             continue
-        if name in ("channel_items", "edge_outputs_per_item"):  # interleaved / edge groups: their own cases
+        if name in ("channel_items", "edge_outputs_per_item", "adjacent_edge_outputs"):  # own cases below
             continue
         values = [v for v in knob.values if v <= 8] if name in ("local_x", "local_y") else list(knob.values)
         if name == "work_x":  # 3, 6, 12, 24: tiles of whole pixels of three channels, their own cases
@@ -228,7 +228,10 @@ def _pixel_cases() -> list[Case]:
         ):
             config = {"filter_mode": "define", "local_x": 4, "local_y": 2, "work_x": work_x, "work_y": 2}
             config = space.complete({**config, "channel_items": True, "border_groups": True})
-            config["edge_outputs_per_item"] = {3: 2, 2: 4, 4: 1}[channels]
+            # 2 outputs an edge work-item apart, 4 and 8 adjacent ones (runs and, at the
+            # narrow image's row ends, the one-at-a-time path)
+            per_item, adjacent = {3: (2, False), 2: (4, True), 4: (8, True)}[channels]
+            config |= {"edge_outputs_per_item": per_item, "adjacent_edge_outputs": adjacent}
             key = {"filter_width": 3, "out_width": out_w, "out_height": out_h, "channels": channels}
             key |= {"dtype": "uint8", "out_dtype": "uint8", "border": border, "anchor": anchor}
             out.append(("conv2d", config, key))

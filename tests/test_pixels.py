@@ -21,7 +21,7 @@ import scipy.ndimage as ndi
 import autotune
 from autotune.devices import device_info
 from autotune.errors import UsageError
-from autotune.families.conv2d import CONV2D, Conv2DProblem
+from autotune.families.conv2d import CONV2D, NO_EDGE_ITEMS, Conv2DProblem
 from autotune.families.conv2d.problem import tolerance
 from autotune.families.image import BORDERS, PIXEL_TYPES, border_name
 from tests.conftest import cli_json, run_cli
@@ -910,11 +910,12 @@ def test_kernels_borrowed_for_same_output_on_a_gpu_give_edges_work_groups():
     assert wide["cache_local"] is True and not wide["border_groups"]
     assert CONV2D.adapt_related(config, Conv2DProblem(3, 64, 64), gpu) == config  # 'valid': nothing
     # a 'same' kernel with several outputs an edge work-item, lent to 'valid' output: neither
-    grouped = {**config, "border_groups": True, "edge_outputs_per_item": 4}
     valid = Conv2DProblem(5, 64, 64, "uint8", out_dtype="uint8")
-    lent = CONV2D.adapt_related(grouped, valid, gpu)
-    assert lent == {**config, "border_groups": False, "edge_outputs_per_item": 1}
-    assert CONV2D.violations(lent, valid, gpu) == []
+    for adjacent in (False, True):
+        grouped = {**config, "border_groups": True, "edge_outputs_per_item": 4}
+        lent = CONV2D.adapt_related(grouped | {"adjacent_edge_outputs": adjacent}, valid, gpu)
+        assert lent == {**config, "border_groups": False} | NO_EDGE_ITEMS
+        assert CONV2D.violations(lent, valid, gpu) == []
 
 
 def test_work_items_of_one_channel_borrowed_for_same_output_stay_valid():
@@ -1037,6 +1038,8 @@ def test_edge_groups_count_every_output_the_tiles_leave(seed):
 # filter shape x anchor x size (1x1, thinner than the filter, prime, smaller than a tile)
 # x frames, verified by the measuring worker against the float64 reference.
 GROUP_SAMPLE = random.Random(31)
+# outputs an edge work-item computes, and whether they are adjacent (else edge items apart)
+EDGE_ITEMS = [(1, False), (2, False), (4, False), (2, True), (4, True), (8, True), (16, True)]
 GROUP_CASES = [
     (
         GROUP_SAMPLE.choice(list(PIXEL_TYPES)),
@@ -1066,10 +1069,11 @@ def test_edge_work_groups_verify_against_the_reference(
         config = {**random_config(rng, problem), "border_groups": True, "cache_local": False}
         if not CONV2D.violations(config, problem):
             break
-    config["edge_outputs_per_item"] = random.Random(seed + 1000).choice([1, 2, 4])
-    variant = CONV2D.render(config, problem)
-    result = evaluator.measure(variant, problem)
-    assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
+    per_item, adjacent = random.Random(seed + 1000).choice(EDGE_ITEMS)
+    config |= {"edge_outputs_per_item": per_item, "adjacent_edge_outputs": adjacent}
+    if adjacent:  # a row's values in registers: the taps' width compiled in
+        config["filter_mode"] = "define"
+    assert_verifies(evaluator, config, problem)
 
 
 @pytest.mark.parametrize("border", SAME_BORDERS)
@@ -1078,7 +1082,9 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
     """Run as a host program would from the manifest's `border_groups` rule (not the
     package's own geometry), against scipy.ndimage with a border value, every anchor."""
     rng = np.random.default_rng(channels)
-    for width, anchor, per_item in ((3, 1, 4), (4, 0, 2), (5, 4, 1), (8, 3, 4)):
+    cases = ((3, 1, 4, False), (4, 0, 2, False), (5, 4, 1, False), (8, 3, 4, False))
+    cases += ((3, 2, 8, True), (5, 1, 4, True))  # adjacent outputs an edge work-item
+    for width, anchor, per_item, adjacent in cases:
         image = image_of("uint8", (29, 37, channels) if channels > 1 else (29, 37), rng)
         filt = filter_of(width, rng, "uint8")
         problem = Conv2DProblem(
@@ -1086,7 +1092,8 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
         )
         config = {"filter_mode": "define", "image_vector": 4 if channels == 1 else 1, "work_x": 4}
         config |= {"work_y": 2, "local_x": 4, "local_y": 4, "unroll": "full", "border_groups": True}
-        variant = CONV2D.render(config | {"edge_outputs_per_item": per_item}, problem)
+        config |= {"edge_outputs_per_item": per_item, "adjacent_edge_outputs": adjacent}
+        variant = CONV2D.render(config, problem)
         manifest = CONV2D.manifest_fields(variant)
         assert "border_groups" in manifest and manifest["edge_outputs_per_item"] == per_item
         got = run_pixels_kernel(
@@ -1099,19 +1106,22 @@ def test_edge_work_groups_equal_scipy_through_the_manifest_launch_rule(border, c
             assert_matches(got[:, :, channel], exact, plane, filt, f"{border} F={width} anchor {anchor}")
 
 
-@pytest.mark.parametrize("per_item", [1, 4])
-def test_edge_work_groups_are_what_writes_the_edge(evaluator, per_item):
+@pytest.mark.parametrize("per_item,adjacent", [(1, False), (4, False), (8, True)])
+def test_edge_work_groups_are_what_writes_the_edge(evaluator, per_item, adjacent):
     """A kernel whose edge work-groups do nothing fails verification: the sample above
     cannot pass with the tiles alone; nor can several outputs an edge work-item where each
-    computes only its first."""
+    computes only its first, nor adjacent ones that each take the first one's taps."""
     problem = Conv2DProblem(3, 45, 29, "uint8", out_dtype="uint8", border="mirror")
     config = {"work_x": 4, "work_y": 2, "local_x": 8, "local_y": 4, "border_groups": True}
-    variant = CONV2D.render(config | {"edge_outputs_per_item": per_item}, problem)
+    config |= {"filter_mode": "define", "edge_outputs_per_item": per_item, "adjacent_edge_outputs": adjacent}
+    variant = CONV2D.render(config, problem)
     assert CONV2D.global_size(variant, problem)[1] > variant.global_size(problem.launch_extent)[1]
     assert evaluator.measure(variant, problem).status.value == "ok"
     broken = variant.source.replace("if ((int)get_global_id(1) < edge_rows) {", "if (false) {", 1)
     if per_item > 1:
         broken = variant.source.replace("#define EDGE_OUTPUTS 4", "#define EDGE_OUTPUTS 1", 1)
+    if adjacent:
+        broken = variant.source.replace("* values[o + c];", "* values[c];", 1)
     assert broken != variant.source
     wrong = evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
     assert wrong.status.value == "wrong_result"

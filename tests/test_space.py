@@ -354,6 +354,7 @@ def test_with_value_on_the_kernel_space():
     assert space.with_value(base, "border_groups", True, problem) is None
     assert space.with_value(base, "channel_items", True, problem) is None
     assert space.with_value(base, "edge_outputs_per_item", 4, problem) is None
+    assert space.with_value(base, "adjacent_edge_outputs", True, problem) is None
     assert space.with_value(base, "work_x", 12, problem) is None
     assert time.perf_counter() - started < 1.0
 
@@ -382,12 +383,12 @@ def test_live_values_are_what_rules_of_one_knob_allow_for_the_problem():
     # The kernel space: what a one-channel float32 'valid' problem on a GPU leaves out.
     gpu = CONV2D.space.live_values({"filter_width": 9}, GPU_LIMITS)
     assert gpu["border_groups"] == (False,) and gpu["channel_items"] == (False,)
-    assert gpu["edge_outputs_per_item"] == (1,)
+    assert gpu["edge_outputs_per_item"] == (1,) and gpu["adjacent_edge_outputs"] == (False,)
     assert gpu["output_conversion"] == ("builtin",) and gpu["x_vector"] == (1,)
     assert gpu["work_x"] == (1, 2, 4, 8, 16, 32, 64)
     rgb = CONV2D.space.live_values({"filter_width": 9, "channels": 3, "border": "mirror"}, GPU_LIMITS)
     assert rgb["border_groups"] == (False, True) and rgb["channel_items"] == (False, True)
-    assert rgb["edge_outputs_per_item"] == (1, 2, 4)
+    assert rgb["edge_outputs_per_item"] == (1, 2, 4, 8, 16) and rgb["adjacent_edge_outputs"] == (False, True)
     assert 12 in rgb["work_x"]
     gray = CONV2D.space.live_values({"filter_width": 9, "border": "mirror"}, GPU_LIMITS)
     assert gray["channel_items"] == (False,)

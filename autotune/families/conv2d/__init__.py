@@ -46,6 +46,8 @@ ABI = (
 # input and output are of its `dtype` and `out_dtype` (OpenCL uchar, ushort, short,
 # half or float).
 SAME_ABI = ("const float border_value",)
+# What a 'same' kernel lent to 'valid' output drops with its edge work-groups.
+NO_EDGE_ITEMS = {"edge_outputs_per_item": 1, "adjacent_edge_outputs": False}
 # How a host launches a kernel whose edge outputs have work-groups of their own.
 BORDER_GROUPS = (
     "global[1] += ceil(edge_outputs / (global[0] * local[1] * p)) * local[1], p the manifest's "
@@ -302,7 +304,7 @@ class Conv2D(KernelFamily):
         if not problem.same:  # a 'same' kernel lent to 'valid' output: no border to group
             if not config.get("border_groups"):
                 return config
-            return {**config, "border_groups": False, "edge_outputs_per_item": 1}
+            return {**config, "border_groups": False, **NO_EDGE_ITEMS}
         if config.get("cache_local") or config.get("border_groups"):
             return config
         on_cpu = getattr(device, "is_cpu", True)  # no device known: as on a CPU

@@ -33,10 +33,19 @@ import pyopencl as cl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autotune.devices import open_device  # noqa: E402
 from autotune.families import get_family  # noqa: E402
+from autotune.families.conv2d import NO_EDGE_ITEMS  # noqa: E402
 from autotune.families.conv2d.geometry import interior_box  # noqa: E402
 from autotune.report.ceilings import profiled_median_ms  # noqa: E402
 
 KINDS = ("same", "same tiles", "valid")
+
+
+def shape_of(config: dict) -> str:
+    """Work-group of tiles, image_vector, and the edge work-items' outputs (`adj`: adjacent)."""
+    adjacent = " adj" if config.get("adjacent_edge_outputs") else ""
+    per_item = f"{config.get('edge_outputs_per_item', 1)}{adjacent}"
+    shape = f"{config['local_x']}x{config['local_y']} of {config['work_x']}x{config['work_y']}"
+    return f"{shape}, {config.get('image_vector', 1)}, {per_item}"
 
 
 def main() -> int:
@@ -78,7 +87,7 @@ def main() -> int:
         launches = {}  # (config index, kind) -> (kernel, global, local, status, buffers)
         for index, config in enumerate(configs):
             for kind, problem in (("same", same), ("valid", valid)):
-                chosen = config if kind == "same" else {**config, "border_groups": False}
+                chosen = config if kind == "same" else {**config, "border_groups": False, **NO_EDGE_ITEMS}
                 variant = family.render(chosen, problem, values=problem.taps())
                 buffers = {
                     name: cl.Buffer(
@@ -148,29 +157,26 @@ def main() -> int:
                 key = (index, kind)
                 row[kind] = statistics.median(times[key]) if key in times else launches[key][3]
             results.append(row)
-            shape = f"{config['local_x']}x{config['local_y']} of {config['work_x']}x{config['work_y']}"
             cells = [f"{row[k]:.4f}" if isinstance(row[k], float) else str(row[k]) for k in KINDS]
-            print(f"F={width} {shape} iv={config.get('image_vector', 1)}: " + ", ".join(cells))
+            print(f"F={width} {shape_of(config)}: " + ", ".join(cells))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "edge_cost.json").write_text(json.dumps(results, indent=1))
         lines = [
             f"{device.name}, {out_width}x{out_height}, {json.dumps(pixels)}; medians of {args.rounds} rounds",
             "",
-            "| F | work-group of outputs, image_vector | same ms | same tiles ms | valid ms | edge rows "
-            "(same - tiles) | tiles / valid |",
+            "| F | work-group of outputs, image_vector, outputs an edge item | same ms | same tiles ms "
+            "| valid ms | edge rows (same - tiles) | tiles / valid |",
             "|---|---|---|---|---|---|---|",
         ]
         for row in results:
-            config = row["config"]
-            shape = f"{config['local_x']}x{config['local_y']} of {config['work_x']}x{config['work_y']}"
             cells = [row[kind] for kind in KINDS]
             if all(isinstance(cell, float) for cell in cells):
                 extra = f"{cells[0] - cells[1]:.4f} | {cells[1] / cells[2]:.3f}"
             else:
                 extra = "- | -"
             shown = " | ".join(f"{c:.4f}" if isinstance(c, float) else str(c) for c in cells)
-            lines.append(f"| {row['F']} | {shape}, {config.get('image_vector', 1)} | {shown} | {extra} |")
+            lines.append(f"| {row['F']} | {shape_of(row['config'])} | {shown} | {extra} |")
         (args.out / "edge_cost.md").write_text("\n".join(lines) + "\n")
     return 0
 

@@ -74,12 +74,15 @@ def test_presets_match_scipy(preset, filter_width, out_size):
     check(SPACE.presets[preset].config, filter_width, out_size)
 
 
+SAME_ONLY = ("border_groups", "edge_outputs_per_item", "adjacent_edge_outputs")  # edge work-groups' knobs
+
+
 def _knob_cases():
     """Every value of every knob, each in the valid config nearest to one base (the
     space finds what a value needs; a value no valid config can take fails its test)."""
     base = {"filter_mode": "define", "local_x": 8, "local_y": 4, "work_x": 2, "work_y": 2}
     for name, knob in SPACE.knobs.items():
-        if name in ("border_groups", "edge_outputs_per_item"):  # 'same' output only: tests/test_pixels.py
+        if name in SAME_ONLY:  # 'same' output only: tests/test_pixels.py
             continue
         if name == "output_conversion":  # integer outputs only: tests/test_pixels.py, bit_conversion
             continue

@@ -1117,14 +1117,33 @@ def test_edge_work_groups_are_what_writes_the_edge(evaluator, per_item, adjacent
     variant = CONV2D.render(config, problem)
     assert CONV2D.global_size(variant, problem)[1] > variant.global_size(problem.launch_extent)[1]
     assert evaluator.measure(variant, problem).status.value == "ok"
-    broken = variant.source.replace("if ((int)get_global_id(1) < edge_rows) {", "if (false) {", 1)
+    mutations = [("if ((int)get_global_id(1) < edge_rows) {", "if (false) {")]
     if per_item > 1:
-        broken = variant.source.replace("#define EDGE_OUTPUTS 4", "#define EDGE_OUTPUTS 1", 1)
+        mutations.append((f"#define EDGE_OUTPUTS {per_item}", "#define EDGE_OUTPUTS 1"))
     if adjacent:
-        broken = variant.source.replace("* values[o + c];", "* values[c];", 1)
-    assert broken != variant.source
+        mutations.append(("* values[o + c];", "* values[c];"))
+    for old, new in mutations:
+        assert_wrong(evaluator, variant, problem, old, new)
+
+
+def assert_wrong(evaluator, variant, problem: Conv2DProblem, old: str, new: str) -> None:
+    """The kernel with `old` replaced by `new` in its source fails verification."""
+    broken = variant.source.replace(old, new, 1)
+    assert broken != variant.source, old
     wrong = evaluator.measure(type(variant)(**{**variant.__dict__, "source": broken}), problem)
-    assert wrong.status.value == "wrong_result"
+    assert wrong.status.value == "wrong_result", old
+
+
+def test_adjacent_edge_outputs_that_cross_a_row_end_are_computed_one_at_a_time(evaluator):
+    """A run of consecutive edge outputs whose last lies K - 1 values on but in the next row
+    (rows of 4 values, the box 2 wide: runs of 4 start mid-row) is no run: taken as one, it
+    writes the wrong outputs."""
+    problem = Conv2DProblem(3, 4, 2, border="mirror", filter_height=1, anchor=1, anchor_y=0)
+    config = {"filter_mode": "define", "work_x": 1, "work_y": 1, "local_x": 2, "local_y": 1}
+    config |= {"border_groups": True, "edge_outputs_per_item": 4, "adjacent_edge_outputs": True}
+    variant = CONV2D.render(config, problem)
+    assert evaluator.measure(variant, problem).status.value == "ok"
+    assert_wrong(evaluator, variant, problem, "adjacent = y == run_y && ", "adjacent = ")
 
 
 def test_convolve_command_takes_borders_and_pixel_types(tmp_path):

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -461,3 +462,62 @@ def test_a_shared_search_stopped_with_ctrl_c_gives_back_the_points_it_asked_ahea
     assert not [attrs for state, attrs in trials if state == "RUNNING"], trials
     released = [attrs for state, attrs in trials if attrs.get("skipped") == "released"]
     assert released and all(attrs.get("claimed") for attrs in released), trials
+
+
+def test_searches_that_record_one_best_at_once_all_succeed(database):
+    """Workers of a shared search each record the best kernel when they finish a problem,
+    and may do so at the same moment: none fails on the other's new row (a read of the
+    row, then an insert, raced: 'duplicate key ... autotune_best_pkey')."""
+    from autotune.devices import device_info
+    from autotune.families.conv2d import Conv2DProblem
+
+    workers = 4
+    stores = [Store(database) for _ in range(workers)]
+    device_id = stores[0].device_id(device_info(0))
+    run = stores[0].start_run(
+        device_id=device_id, key="race", family="conv2d", problems="[]", sampler="random", seed=0,
+        trials_budget=1, time_budget_s=None, tool_version="test",
+    )  # fmt: skip
+    rounds = 15
+    problem_ids = [stores[0].problem_id("conv2d", Conv2DProblem(3, 16 + n, 16).key()) for n in range(rounds)]
+    trials = [
+        [
+            stores[0].add_trial(
+                run_id=run.id,
+                device_id=device_id,
+                problem_id=problem_id,
+                number=w,
+                origin="sampler",
+                config="{}",
+                config_key=f"k{w}",
+                status="ok",
+                time_ms=1.0 + w,
+            )  # fmt: skip
+            for w in range(workers)
+        ]
+        for problem_id in problem_ids
+    ]
+    barrier = threading.Barrier(workers)
+    failures: list[BaseException] = []
+
+    def record(worker: int) -> None:
+        for problem_id, candidates in zip(problem_ids, trials, strict=True):
+            barrier.wait()
+            try:
+                stores[worker].set_best(device_id, problem_id, candidates[worker], candidates[worker].time_ms)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+    threads = [threading.Thread(target=record, args=(w,)) for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[0]
+    rows = stores[0].best(device_id)
+    for store in stores:
+        store.close()
+    assert sorted(row.problem_id for row, _, _ in rows) == sorted(problem_ids)
+    for row, _, _ in rows:  # one of the workers' trials, whole
+        trial = next(t for t in trials[problem_ids.index(row.problem_id)] if t.id == row.trial_id)
+        assert row.time_ms == trial.time_ms

@@ -317,7 +317,10 @@ class Store:
             return trial
 
     def set_best(self, device_id: int, problem_id: int, trial: Trial, time_ms: float) -> None:
+        """The best kernel of a device and problem, the row made or replaced. Workers of one
+        search finish a problem together: the lock keeps two from both making the row."""
         with self.session() as s:
+            advisory_xact_lock(s, f"best {device_id} {problem_id}")
             row = s.get(Best, (device_id, problem_id))
             if row is None:
                 s.add(

@@ -383,7 +383,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         measured = self._model_set()
         order = surrogate.ranking(
             self._features(measured),
-            [self.visited[p] for p in measured],
+            self._targets(measured),
             self._features(candidates),
             self._features(sorted(self.in_flight)),
             acquisition="ei" if near else step,
@@ -393,6 +393,22 @@ class GPSampler(optuna.samplers.BaseSampler):
         # the first in the model's order that keeps the rules (near and enumerated points
         # keep them already: one check; a sample's are checked here until one does)
         return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
+
+    def _targets(self, measured: list[Point]) -> list[float | None]:
+        """The times the model sees (`envelope`)."""
+        times = [self.visited[p] for p in measured]
+        weight = self.options.envelope
+        if not weight:
+            return times
+        ran = [(p, t) for p, t in self.visited.items() if t is not None]
+        out: list[float | None] = []
+        for point, time in zip(measured, times, strict=True):
+            if time is None:
+                out.append(None)
+                continue
+            low = min([t for p, t in ran if knobs_apart(p, point) == 1] + [time])
+            out.append(time * (low / time) ** weight)
+        return out
 
     def _model_set(self) -> list[Point]:
         """The measured points the surrogate sees: the `model_points` fastest, failures

@@ -92,6 +92,11 @@ class SearchOptions:
     # where their shares predict several (CLBlast's GEMM: a tile and the work-group size or
     # vector width that divides it). Ignored with `ratio_features`, which has every pair.
     tied_ratios: bool = False
+    # The time model's targets pulled toward the fastest measured one-knob neighbour of each
+    # point: log t - envelope * (log t - log min(t, neighbours' times)). 0: plain log times;
+    # 1: each point as fast as its fastest neighbour (a model of the lower envelope). 0.5 was
+    # measured on 40 and 50 fresh seeds and not yet made the default (BENCHMARKS.md).
+    envelope: float = 0.0
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
@@ -110,6 +115,8 @@ class SearchOptions:
             raise UsageError("local_radius must be >= 1")
         if self.local_centres < 1 or self.basin_patience < 1 or self.local_patience < 0:
             raise UsageError("local_centres and basin_patience must be >= 1, local_patience >= 0")
+        if not 0.0 <= self.envelope <= 1.0:
+            raise UsageError("envelope must be between 0 and 1")
         if self.trust_region < 0 or self.trust_failures < 1:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:

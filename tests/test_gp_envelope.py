@@ -6,9 +6,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 
 from autotune.errors import UsageError
-from autotune.replay import _space
 from autotune.samplers import GPSampler
-from autotune.search import Search, SearchOptions
+from autotune.search import SearchOptions
+from tests.test_gp_trust_region import bowl_search
 
 SIZES = (1, 2, 4, 8)
 
@@ -42,21 +42,7 @@ def test_each_target_moves_toward_its_fastest_one_knob_neighbour(weight):
 
 
 def test_a_search_with_the_envelope_proposes_new_points_and_differs_from_the_default():
-    space = _space("bowl", {f"k{i}": list(range(6)) for i in range(4)})
-
-    def time_of(config):
-        return 1.0 + sum((v - 4) ** 2 for v in config.values())
-
-    def points(options):
-        search = Search(space, "gp", 5, options=options)
-        proposed = []
-        for _ in range(30):
-            trial, config = search.ask()
-            proposed.append(tuple(config.values()))
-            search.tell(trial, time_of(config))
-        return proposed
-
-    default, envelope = points(SearchOptions()), points(SearchOptions(envelope=0.5))
+    default, envelope = bowl_search(SearchOptions()), bowl_search(SearchOptions(envelope=0.5))
     assert default[:10] == envelope[:10]  # the same start points
     assert default != envelope
     assert len(set(envelope)) == 30

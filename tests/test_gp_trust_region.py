@@ -74,21 +74,23 @@ def test_the_global_step_keeps_to_the_trust_region():
     assert sampler._in_trust_region(everything) == everything
 
 
-def test_a_search_with_a_trust_region_proposes_valid_points_and_differs_from_the_default():
+def bowl_search(options: SearchOptions, valid=None, steps: int = 30) -> list[tuple]:
+    """The points a `gp` search proposes, in order, on four knobs of 0..5 whose time grows
+    with the squared distance from (4, 4, 4, 4); each proposal must keep `valid`."""
     space = _space("bowl", {f"k{i}": list(range(6)) for i in range(4)})
+    search = Search(space, "gp", 5, valid=valid, options=options)
+    proposed = []
+    for _ in range(steps):
+        trial, config = search.ask()
+        assert valid is None or valid(config)
+        proposed.append(tuple(config.values()))
+        search.tell(trial, 1.0 + sum((v - 4) ** 2 for v in config.values()))
+    return proposed
 
-    def time_of(config):
-        return 1.0 + sum((v - 4) ** 2 for v in config.values())
 
+def test_a_search_with_a_trust_region_proposes_valid_points_and_differs_from_the_default():
     def points(options):
-        search = Search(space, "gp", 5, valid=lambda c: c["k0"] + c["k1"] < 9, options=options)
-        proposed = []
-        for _ in range(30):
-            trial, config = search.ask()
-            assert config["k0"] + config["k1"] < 9
-            proposed.append(tuple(config.values()))
-            search.tell(trial, time_of(config))
-        return proposed
+        return bowl_search(options, valid=lambda c: c["k0"] + c["k1"] < 9)
 
     default, region = points(SearchOptions()), points(SearchOptions(trust_region=1))
     assert default[:10] == region[:10]  # the same start points

@@ -389,6 +389,7 @@ class GPSampler(optuna.samplers.BaseSampler):
             acquisition="ei" if near else step,
             failures=self.options.failures,
             failure_quantile=self.options.failure_quantile,
+            offset_columns=len(self._offset_knobs()),
         )
         # the first in the model's order that keeps the rules (near and enumerated points
         # keep them already: one check; a sample's are checked here until one does)
@@ -579,13 +580,22 @@ class GPSampler(optuna.samplers.BaseSampler):
             if self.options.tied_ratios and not self.options.ratio_features:
                 tied = self._tied_pairs()
                 self._ratio_tables = [t for t in self._ratio_pairs() if (t[0], t[1]) in tied]
+        offsets = self._offset_knobs()
         columns_per_point = sum(t.shape[1] for t in self._feature_table) + len(self._ratio_tables)
+        columns_per_point += len(offsets)
         if not points:
             return np.zeros((0, columns_per_point))
         indices = np.array(points, dtype=int)
         columns = [table[indices[:, i]] for i, table in enumerate(self._feature_table)]
         columns += [table[indices[:, a], indices[:, b]][:, None] for a, b, table in self._ratio_tables]
+        columns += [indices[:, [knob]].astype(float) for knob in offsets]  # value indices, last
         return np.hstack(columns)
+
+    def _offset_knobs(self) -> list[int]:
+        """Knobs whose values each get an offset in the model (`value_offsets`)."""
+        if not self.options.value_offsets:
+            return []
+        return [k for k, size in enumerate(self.sizes) if size > 2 and k not in self.choices]
 
     def _tied_pairs(self) -> set[tuple[int, int]]:
         """Pairs of knobs (a, b), a < b, that the validity test ties together: among valid

@@ -95,8 +95,15 @@ class SearchOptions:
     # The time model's targets pulled toward the fastest measured one-knob neighbour of each
     # point: log t - envelope * (log t - log min(t, neighbours' times)). 0: plain log times;
     # 1: each point as fast as its fastest neighbour (a model of the lower envelope). 0.5 was
-    # measured on 40 and 50 fresh seeds and not yet made the default (BENCHMARKS.md).
+    # measured on 40, 50 and 100 fresh seeds and not made the default (BENCHMARKS.md): ahead
+    # on most landscapes, behind on the W7800 and GEMM RTX 3090.
     envelope: float = 0.0
+    # The model adds to its smooth kernel an offset per value of each knob of three values
+    # or more (a kernel on shared values, its weight fitted), so one value (a block size of
+    # 32 among 16..256) may be faster than the values beside it without bending the whole
+    # axis. Measured on 50 + 100 fresh seeds and not made the default (BENCHMARKS.md): it
+    # lifts the W7800's searches (P(<= 5%) at 50 0.40 -> 0.63) and costs three others.
+    value_offsets: bool = False
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):

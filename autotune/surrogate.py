@@ -20,6 +20,7 @@ import numpy as np
 LENGTH_SCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 5.0)
 NOISES = (1e-4, 1e-2, 0.1)
 FIT_SWEEPS = 2
+OFFSET_WEIGHTS = (0.0, 0.1, 0.3, 1.0)  # `GaussianProcess.offset_weight`, when it has offset columns
 LIKELY = 0.5  # with a model of failures, candidates less likely to run than this go last
 _SQRT5 = math.sqrt(5.0)
 
@@ -33,28 +34,50 @@ def _matern52(a: np.ndarray, b: np.ndarray, length_scales: np.ndarray) -> np.nda
 
 
 class GaussianProcess:
-    """Zero-mean GP on standardised targets; Matérn 5/2 with one length scale per knob."""
+    """Zero-mean GP on standardised targets; Matérn 5/2 with one length scale per knob.
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, like: GaussianProcess | None = None) -> None:
+    With `offset_columns` = m, the last m columns of the points are value indices of m
+    knobs, not features: the kernel then adds `offset_weight` x the share of those knobs
+    on which two points take the same value (each value of each knob its own random
+    offset, the weight fitted from `OFFSET_WEIGHTS`), so one value may be faster than the
+    values beside it without bending the smooth part along that knob."""
+
+    def __init__(
+        self, x: np.ndarray, y: np.ndarray, like: GaussianProcess | None = None, offset_columns: int = 0
+    ) -> None:
         """Fits the hyperparameters, or takes them (and the scaling) from `like`."""
         self.x = x
         if like is None:
             self.mean = float(y.mean())
             self.scale = float(y.std()) or 1.0
-            self.length_scales = np.full(x.shape[1], 0.3)
+            self.offset_columns = offset_columns
+            self.length_scales = np.full(x.shape[1] - offset_columns, 0.3)
             self.noise = 1e-2
+            self.offset_weight = 0.0
         else:
             self.mean, self.scale = like.mean, like.scale
             self.length_scales, self.noise = like.length_scales, like.noise
+            self.offset_columns, self.offset_weight = like.offset_columns, like.offset_weight
         self.y = (y - self.mean) / self.scale
         if like is None:
             self._fit()
         self._factor()
 
-    def _likelihood(self, length_scales: np.ndarray, noise: float) -> float:
+    def _kernel(self, a: np.ndarray, b: np.ndarray, length_scales: np.ndarray, weight: float) -> np.ndarray:
+        m = self.offset_columns
+        if not m:
+            return _matern52(a, b, length_scales)
+        smooth = _matern52(a[:, :-m], b[:, :-m], length_scales)
+        if not weight:
+            return smooth
+        same = (a[:, None, -m:] == b[None, :, -m:]).mean(2)
+        return smooth + weight * same
+
+    def _likelihood(self, length_scales: np.ndarray, noise: float, weight: float | None = None) -> float:
         """Log marginal likelihood with the amplitude profiled out."""
         n = len(self.y)
-        k = _matern52(self.x, self.x, length_scales) + noise * np.eye(n)
+        weight = self.offset_weight if weight is None else weight
+        k = self._kernel(self.x, self.x, length_scales, weight) + noise * np.eye(n)
         try:
             chol = np.linalg.cholesky(k)
         except np.linalg.LinAlgError:
@@ -70,7 +93,11 @@ class GaussianProcess:
                 score = self._likelihood(self.length_scales, noise)
                 if score > best:
                     best, self.noise = score, noise
-            for dim in range(self.x.shape[1]):
+            for weight in OFFSET_WEIGHTS if self.offset_columns else ():
+                score = self._likelihood(self.length_scales, self.noise, weight)
+                if score > best:
+                    best, self.offset_weight = score, weight
+            for dim in range(len(self.length_scales)):
                 for value in LENGTH_SCALES:
                     trial = self.length_scales.copy()
                     trial[dim] = value
@@ -80,21 +107,22 @@ class GaussianProcess:
 
     def _factor(self) -> None:
         n = len(self.y)
-        k = _matern52(self.x, self.x, self.length_scales) + self.noise * np.eye(n)
+        k = self._kernel(self.x, self.x, self.length_scales, self.offset_weight) + self.noise * np.eye(n)
         self._chol = np.linalg.cholesky(k)
         self._alpha = np.linalg.solve(self._chol.T, np.linalg.solve(self._chol, self.y))
         self._amplitude = max(float(self.y @ self._alpha) / n, 1e-12)
 
     def predict_mean(self, x: np.ndarray) -> np.ndarray:
         """Mean only, on the standardised scale (far cheaper than with the deviation)."""
-        return _matern52(x, self.x, self.length_scales) @ self._alpha
+        return self._kernel(x, self.x, self.length_scales, self.offset_weight) @ self._alpha
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation, on the standardised scale."""
-        cross = _matern52(x, self.x, self.length_scales)
+        cross = self._kernel(x, self.x, self.length_scales, self.offset_weight)
         mean = cross @ self._alpha
         v = np.linalg.solve(self._chol, cross.T)
-        variance = np.maximum(1.0 - (v * v).sum(0), 1e-12) * self._amplitude
+        prior = 1.0 + self.offset_weight
+        variance = np.maximum(prior - (v * v).sum(0), 1e-12) * self._amplitude
         return mean, np.sqrt(variance)
 
 
@@ -185,6 +213,7 @@ def ranking(
     acquisition: str = "ei",
     failures: str = "worst",
     failure_quantile: float = 0.9,
+    offset_columns: int = 0,
 ) -> np.ndarray:
     """Indices into `candidates`, best first: by the highest expected improvement ("ei")
     or the lowest predicted time ("mean"). The caller takes the first that it may
@@ -196,14 +225,16 @@ def ranking(
     failed points told as the worst log time ("worst"), as the `failure_quantile`
     quantile of the log times ("quantile"), or kept out of the time model and given to a
     model of the chance to run (`KernelSuccess` for "kernel", `SuccessModel` for "model")
-    that weights the choice, candidates below `LIKELY` ranked after all others.
+    that weights the choice, candidates below `LIKELY` ranked after all others. The last
+    `offset_columns` columns of the points are value indices (`GaussianProcess`).
     """
     logs = [math.log(v) for v in values if v is not None]
     success: SuccessModel | KernelSuccess | None = None
     if failures in ("model", "kernel") and logs:  # with nothing that ran, as "worst"
         ran = np.array([v is not None for v in values])
         if not ran.all():
-            success = SuccessModel(measured, ~ran) if failures == "model" else KernelSuccess(measured, ~ran)
+            features = measured[:, : measured.shape[1] - offset_columns]  # not the value indices
+            success = SuccessModel(features, ~ran) if failures == "model" else KernelSuccess(features, ~ran)
             measured = measured[ran]
         y = np.array(logs)
     else:
@@ -212,13 +243,14 @@ def ranking(
         else:
             fill = max(logs) if logs else 0.0
         y = np.array([math.log(v) if v is not None else fill for v in values])
-    model = GaussianProcess(measured, y)
+    model = GaussianProcess(measured, y, offset_columns=offset_columns)
     best = float(model.y.min())
     if pending is not None and len(pending):
         believed, _ = model.predict(pending)
         x = np.vstack([measured, pending])
         model = GaussianProcess(x, np.concatenate([y, believed * model.scale + model.mean]), like=model)
-    chance = None if success is None else success.probability(candidates)
+    features = candidates[:, : candidates.shape[1] - offset_columns]
+    chance = None if success is None else success.probability(features)
     # Candidates more likely to fail than to run go after every other one.
     unlikely = np.zeros(len(candidates), bool) if chance is None else chance < LIKELY
     if acquisition == "mean":

@@ -57,6 +57,7 @@ START_DRAWS = 1_000
 # count a pair of values must be expected at to be told missing.
 TIE_DRAWS = 4_000
 TIE_EXPECTED = 5.0
+CHOICE_POINTS = 8  # `choose_offsets`: the latest points that ran, on which the two models are compared
 
 Point = tuple[int, ...]  # each knob's value index
 
@@ -381,19 +382,51 @@ class GPSampler(optuna.samplers.BaseSampler):
         if not candidates:
             return None
         measured = self._model_set()
+        offsets = len(self._offset_knobs())
+        keep = None
+        if offsets and self.options.choose_offsets and not self._offsets_pay():
+            keep, offsets = -offsets, 0  # the plain model: the value-index columns dropped
         order = surrogate.ranking(
-            self._features(measured),
+            self._features(measured)[:, :keep],
             self._targets(measured),
-            self._features(candidates),
-            self._features(sorted(self.in_flight)),
+            self._features(candidates)[:, :keep],
+            self._features(sorted(self.in_flight))[:, :keep],
             acquisition="ei" if near else step,
             failures=self.options.failures,
             failure_quantile=self.options.failure_quantile,
-            offset_columns=len(self._offset_knobs()),
+            offset_columns=offsets,
         )
         # the first in the model's order that keeps the rules (near and enumerated points
         # keep them already: one check; a sample's are checked here until one does)
         return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
+
+    def _offsets_pay(self) -> bool:
+        """Whether the model with value offsets ordered the latest CHOICE_POINTS points that
+        ran better than the plain model, each fitted to the points measured before them."""
+        order = list(self.visited)
+        ran = [i for i, p in enumerate(order) if self.visited[p] is not None]
+        if len(ran) < 2 * CHOICE_POINTS:
+            return False
+        first = ran[-CHOICE_POINTS]
+        earlier, recent = order[:first], [order[i] for i in ran[-CHOICE_POINTS:]]
+        times = np.array([self.visited[p] for p in recent])
+        m = len(self._offset_knobs())
+        scores = []
+        for keep, offsets in ((-m, 0), (None, m)):
+            ranked = surrogate.ranking(
+                self._features(earlier)[:, :keep],
+                self._targets(earlier),
+                self._features(recent)[:, :keep],
+                acquisition="mean",
+                failures=self.options.failures,
+                failure_quantile=self.options.failure_quantile,
+                offset_columns=offsets,
+            )
+            predicted = np.empty(len(recent))
+            predicted[ranked] = np.arange(len(recent))
+            predicted_order = np.sign(predicted[:, None] - predicted[None, :])
+            scores.append(int((predicted_order == np.sign(times[:, None] - times[None, :])).sum()))
+        return scores[1] > scores[0]
 
     def _targets(self, measured: list[Point]) -> list[float | None]:
         """The times the model sees (`envelope`)."""

@@ -104,6 +104,9 @@ class SearchOptions:
     # axis. Measured on 50 + 100 fresh seeds and not made the default (BENCHMARKS.md): it
     # lifts the W7800's searches (P(<= 5%) at 50 0.40 -> 0.63) and costs three others.
     value_offsets: bool = False
+    # With `value_offsets`: each step uses the model with offsets only where it ordered the
+    # latest points that ran better than the plain model (both fitted to the points before).
+    choose_offsets: bool = False
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):

@@ -58,3 +58,26 @@ def test_a_search_with_offsets_proposes_new_points_and_differs_from_the_default(
     assert default[:10] == offsets[:10]  # the same start points
     assert default != offsets
     assert len(set(offsets)) == 30
+
+
+def test_each_step_takes_the_offsets_only_where_they_ordered_the_latest_points_better():
+    """`choose_offsets`: with too few points that ran, the plain model; on times made of an
+    unordered offset per value of one knob, the model with offsets."""
+    space = {"a": CategoricalDistribution(tuple(range(8))), "b": CategoricalDistribution(tuple(range(8)))}
+    sampler = GPSampler(space, options=SearchOptions(value_offsets=True, choose_offsets=True), seed=0)
+    sampler.prepare(space)
+    rng = np.random.default_rng(3)
+    offsets = rng.normal(0.0, 1.0, 8)
+    grid = [(a, b) for a in range(8) for b in range(8)]
+    for count, index in enumerate(rng.permutation(len(grid))[:40]):
+        a, b = grid[index]
+        sampler._note((a, b), float(np.exp(offsets[a] + 0.05 * (b - 3.5) ** 2)))
+        if count == 10:
+            assert not sampler._offsets_pay()  # 11 points ran: fewer than twice CHOICE_POINTS
+    assert sampler._offsets_pay()
+
+
+def test_a_search_that_chooses_its_model_proposes_new_points():
+    chosen = bowl_search(SearchOptions(value_offsets=True, choose_offsets=True))
+    assert chosen[:10] == bowl_search(SearchOptions())[:10]
+    assert len(set(chosen)) == 30

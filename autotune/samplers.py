@@ -408,7 +408,9 @@ class GPSampler(optuna.samplers.BaseSampler):
         if len(ran) < 2 * CHOICE_POINTS:
             return False
         first = ran[-CHOICE_POINTS]
-        earlier, recent = order[:first], [order[i] for i in ran[-CHOICE_POINTS:]]
+        recent = [order[i] for i in ran[-CHOICE_POINTS:]]
+        # as `_model_set`: the `model_points` fastest of the points before them, failures last
+        earlier = sorted(order[:first], key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
         times = np.array([self.visited[p] for p in recent])
         m = len(self._offset_knobs())
         scores = []

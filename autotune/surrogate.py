@@ -33,6 +33,19 @@ def _matern52(a: np.ndarray, b: np.ndarray, length_scales: np.ndarray) -> np.nda
     return (1.0 + _SQRT5 * r + 5.0 / 3.0 * r * r) * np.exp(-_SQRT5 * r)
 
 
+def _shared_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per pair of rows, the share of columns (value indices) on which they are equal: one
+    product of one-hot tables (exact counts), not an (a, b, columns) comparison."""
+    a_index, b_index = a.astype(int), b.astype(int)
+    sizes = np.maximum(a_index.max(0, initial=0), b_index.max(0, initial=0)) + 1
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    width = int(sizes.sum())
+    a_hot, b_hot = np.zeros((len(a), width)), np.zeros((len(b), width))
+    np.put_along_axis(a_hot, a_index + starts, 1.0, axis=1)
+    np.put_along_axis(b_hot, b_index + starts, 1.0, axis=1)
+    return (a_hot @ b_hot.T) / a.shape[1]
+
+
 class GaussianProcess:
     """Zero-mean GP on standardised targets; Matérn 5/2 with one length scale per knob.
 
@@ -70,8 +83,7 @@ class GaussianProcess:
         smooth = _matern52(a[:, :-m], b[:, :-m], length_scales)
         if not weight:
             return smooth
-        same = (a[:, None, -m:] == b[None, :, -m:]).mean(2)
-        return smooth + weight * same
+        return smooth + weight * _shared_values(a[:, -m:], b[:, -m:])
 
     def _likelihood(self, length_scales: np.ndarray, noise: float, weight: float | None = None) -> float:
         """Log marginal likelihood with the amplitude profiled out."""

@@ -409,16 +409,17 @@ class GPSampler(optuna.samplers.BaseSampler):
             return False
         first = ran[-CHOICE_POINTS]
         recent = [order[i] for i in ran[-CHOICE_POINTS:]]
-        # as `_model_set`: the `model_points` fastest of the points before them, failures last
-        earlier = sorted(order[:first], key=lambda p: _rank(self.visited[p]))[: self.options.model_points]
+        earlier = self._model_set(order[:first])
         times = np.array([self.visited[p] for p in recent])
+        earlier_features, recent_features = self._features(earlier), self._features(recent)
+        targets = self._targets(earlier)
         m = len(self._offset_knobs())
         scores = []
         for keep, offsets in ((-m, 0), (None, m)):
             ranked = surrogate.ranking(
-                self._features(earlier)[:, :keep],
-                self._targets(earlier),
-                self._features(recent)[:, :keep],
+                earlier_features[:, :keep],
+                targets,
+                recent_features[:, :keep],
                 acquisition="mean",
                 failures=self.options.failures,
                 failure_quantile=self.options.failure_quantile,
@@ -449,16 +450,18 @@ class GPSampler(optuna.samplers.BaseSampler):
             for time, low in zip(times, nearest.tolist(), strict=True)
         ]
 
-    def _model_set(self) -> list[Point]:
-        """The measured points the surrogate sees: the `model_points` fastest, failures
-        last. With `failures=model` failures are no times but the model of where points
-        fail needs them: the `model_points` fastest that ran, and the latest failures, up
-        to half as many (a bound on the second model's cost)."""
-        ranked = sorted(self.visited, key=lambda p: _rank(self.visited[p]))
+    def _model_set(self, among: list[Point] | None = None) -> list[Point]:
+        """The measured points the surrogate sees (of `among`, in the order measured; all by
+        default): the `model_points` fastest, failures last. With `failures=model` failures
+        are no times but the model of where points fail needs them: the `model_points`
+        fastest that ran, and the latest failures, up to half as many (a bound on the
+        second model's cost)."""
+        pool = list(self.visited) if among is None else among
+        ranked = sorted(pool, key=lambda p: _rank(self.visited[p]))
         limit = self.options.model_points
         if self.options.failures not in ("model", "kernel"):
             return ranked[:limit]
-        failed = [p for p, value in self.visited.items() if value is None]
+        failed = [p for p in pool if self.visited[p] is None]
         return [p for p in ranked if self.visited[p] is not None][:limit] + failed[-(limit // 2) :]
 
     def _local_spent(self) -> bool:

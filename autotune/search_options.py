@@ -101,14 +101,15 @@ class SearchOptions:
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of
     # 32 among 16..256) may be faster than the values beside it without bending the whole
-    # axis. Measured on 50 + 100 fresh seeds and not made the default (BENCHMARKS.md): it
-    # lifts the W7800's searches (P(<= 5%) at 50 0.40 -> 0.63) and costs three others.
-    value_offsets: bool = False
+    # axis. Alone (without `choose_offsets`) it lifts the W7800's searches (P(<= 5%) at 50
+    # 0.40 -> 0.63 on 100 fresh seeds) and costs three other landscapes (BENCHMARKS.md).
+    value_offsets: bool = True
     # With `value_offsets`: each step uses the model with offsets only where it ordered the
     # latest points that ran better than the plain model (both fitted to the points before).
-    # On 100 fresh seeds at 50 evaluations: mean P(<= 5%) 0.65 -> 0.68, lowest 0.37 -> 0.43
-    # (BENCHMARKS.md); at 100 level with the default. A candidate for the default.
-    choose_offsets: bool = False
+    # Judged on 100 fresh seeds at 50 evaluations against the plain model: mean P(<= 5%)
+    # 0.65 -> 0.68, lowest 0.37 -> 0.43, none lower by more than 0.03; at 100 level
+    # (BENCHMARKS.md). The default since then; `value_offsets=false` gives the plain model.
+    choose_offsets: bool = True
 
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):

@@ -10,6 +10,8 @@ from autotune.search import SearchOptions
 from autotune.surrogate import GaussianProcess
 from tests.test_gp_trust_region import bowl_search
 
+PLAIN = SearchOptions(value_offsets=False, choose_offsets=False)  # the model without offsets
+
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_offsets_predict_a_knob_whose_values_have_no_order(seed):
@@ -41,22 +43,24 @@ def test_offsets_predict_a_knob_whose_values_have_no_order(seed):
 
 def test_the_sampler_appends_the_value_indices_of_knobs_with_three_values_or_more():
     space = {"k0": CategoricalDistribution((1, 2, 4, 8)), "k1": CategoricalDistribution((0, 1))}
-    plain = GPSampler(space, seed=0)
+    plain = GPSampler(space, options=PLAIN, seed=0)
     plain.prepare(space)
-    offsets = GPSampler(space, options=SearchOptions(value_offsets=True), seed=0)
+    offsets = GPSampler(space, options=SearchOptions(value_offsets=True, choose_offsets=False), seed=0)
     offsets.prepare(space)
     points = [(0, 0), (3, 1), (2, 0)]
     assert offsets._offset_knobs() == [0]  # a switch's two values need no offsets
     extended = offsets._features(points)
     assert np.array_equal(extended[:, :-1], plain._features(points))
     assert extended[:, -1].tolist() == [0.0, 3.0, 2.0]
-    assert SearchOptions.parse("value_offsets=true").value_offsets
+    assert not SearchOptions.parse("value_offsets=false").value_offsets
+    assert SearchOptions().value_offsets and SearchOptions().choose_offsets  # the default
 
 
-def test_a_search_with_offsets_proposes_new_points_and_differs_from_the_default():
-    default, offsets = bowl_search(SearchOptions()), bowl_search(SearchOptions(value_offsets=True))
-    assert default[:10] == offsets[:10]  # the same start points
-    assert default != offsets
+def test_a_search_with_offsets_proposes_new_points_and_differs_from_the_plain_model():
+    plain = bowl_search(PLAIN)
+    offsets = bowl_search(SearchOptions(value_offsets=True, choose_offsets=False))
+    assert plain[:10] == offsets[:10]  # the same start points
+    assert plain != offsets
     assert len(set(offsets)) == 30
 
 
@@ -64,7 +68,7 @@ def test_each_step_takes_the_offsets_only_where_they_ordered_the_latest_points_b
     """`choose_offsets`: with too few points that ran, the plain model; on times made of an
     unordered offset per value of one knob, the model with offsets."""
     space = {"a": CategoricalDistribution(tuple(range(8))), "b": CategoricalDistribution(tuple(range(8)))}
-    sampler = GPSampler(space, options=SearchOptions(value_offsets=True, choose_offsets=True), seed=0)
+    sampler = GPSampler(space, options=SearchOptions(), seed=0)  # the default chooses
     sampler.prepare(space)
     rng = np.random.default_rng(3)
     offsets = rng.normal(0.0, 1.0, 8)
@@ -78,6 +82,6 @@ def test_each_step_takes_the_offsets_only_where_they_ordered_the_latest_points_b
 
 
 def test_a_search_that_chooses_its_model_proposes_new_points():
-    chosen = bowl_search(SearchOptions(value_offsets=True, choose_offsets=True))
-    assert chosen[:10] == bowl_search(SearchOptions())[:10]
+    chosen = bowl_search(SearchOptions())
+    assert chosen[:10] == bowl_search(PLAIN)[:10]
     assert len(set(chosen)) == 30

@@ -499,7 +499,9 @@ def test_knobs_that_name_choices_can_be_categorical():
     }
     space = SearchSpace.from_dict({"knobs": knobs})
     assert gp_of(Search(space, "gp", seed=1)).powers_of_two[0] == [1, 2]
-    search = Search(space, "gp", seed=1, options=SearchOptions(enumerations="categorical"))
+    # value_offsets off: the layout checked below is the smooth kernel's features only
+    options = SearchOptions(enumerations="categorical", value_offsets=False)
+    search = Search(space, "gp", seed=1, options=options)
     gp = gp_of(search)
     assert gp.choices == {0} and gp.powers_of_two[0] is None and gp.powers_of_two[1] == [0, 1, 3]
     starts = []
@@ -529,8 +531,11 @@ def test_ratio_features_show_the_model_each_pair_of_sizes():
         "s": {"values": [0, 1]},
     }
     space = SearchSpace.from_dict({"knobs": knobs})
-    plain = gp_of(Search(space, "gp", seed=1))._features([(3, 0, 1, 0)])
-    gp = gp_of(Search(space, "gp", seed=1, options=SearchOptions(ratio_features=True)))
+    # value_offsets off: its value-index columns would follow the ratios
+    plain_options = SearchOptions(value_offsets=False)
+    plain = gp_of(Search(space, "gp", seed=1, options=plain_options))._features([(3, 0, 1, 0)])
+    ratio_options = SearchOptions(ratio_features=True, value_offsets=False)
+    gp = gp_of(Search(space, "gp", seed=1, options=ratio_options))
     features = gp._features([(3, 0, 1, 0), (0, 2, 0, 1)])
     assert features.shape == (2, plain.shape[1] + 3)
     np.testing.assert_allclose(features[0, : plain.shape[1]], plain[0])

@@ -16,6 +16,9 @@ device rule otherwise keeps off it.
 Each --pixels names one problem kind (its fields beside the width and size); several are
 timed side by side, kind after kind for every config, in one run.
 
+`--winners FILE` (repeatable) adds, at each width, the winner a search reported there
+(`autotune search --json` output): two searches' winners side by side on one machine.
+
 `--rounds N` times the whole list N times over, config after config each round, and
 reports each config's median of its N times (the lower middle one for an even N; min ms:
 the fastest single launch of all its rounds): differences of a few percent between configs
@@ -55,6 +58,12 @@ def main() -> int:
     )
     parser.add_argument("--presets", action="store_true", help="time the seed presets too")
     parser.add_argument(
+        "--winners",
+        action="append",
+        default=[],
+        help="a search's JSON output (autotune search --json): its winner at each width",
+    )
+    parser.add_argument(
         "--native-vector-width",
         type=int,
         default=None,
@@ -87,9 +96,11 @@ def main() -> int:
         kinds = [json.loads(text) for text in args.pixels or ["{}"]]
         takes_rank = "rank" in {f.name for f in dataclasses.fields(family.problem_type)}
         cases = []
+        winners = [_winners(Path(path)) for path in args.winners]
         for width in widths:
             for rank in ranks if takes_rank else [None]:
-                for label, config in configs:
+                at_width = [found[width] for found in winners if width in found]
+                for label, config in configs + at_width:
                     for fields in kinds:
                         shape = dict(zip(family.problem_type.size_fields, size, strict=True))
                         extra = {} if rank is None else {"rank": rank}
@@ -112,6 +123,12 @@ def main() -> int:
                     if round_index == last:  # each row printed as soon as it is known
                         _report(_median_of(times), problem, label, fields)
     return 0
+
+
+def _winners(path: Path) -> dict[int, tuple[str, dict]]:
+    """Each width's winning config in a search's JSON output, labelled by the file."""
+    results = json.loads(path.read_text())["data"]["results"]
+    return {r["filter_width"]: (f"{path.name} winner", r["config"]) for r in results if r.get("config")}
 
 
 def _median_of(times: list[Measurement]) -> Measurement:

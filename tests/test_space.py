@@ -182,7 +182,7 @@ def test_gpu_presets_for_narrow_pixels_are_measured_by_gpu_searches_of_those_kin
 
 def test_gpu_presets_for_one_channel_of_bytes_by_filter_width():
     """uint8, one channel, F <= 5: 8x8 tiles of uchar4 reads ('same': with edge work-groups,
-    2 outputs an edge work-item); not for wider filters, other pixel types, RGB or PoCL."""
+    4 adjacent outputs an edge work-item); not for wider filters, other pixel types, RGB or PoCL."""
     from autotune.families.conv2d import Conv2DProblem
 
     square = CONV2D.space.presets["gpu_gray_bytes_8x8"].config

@@ -17,8 +17,8 @@ from autotune.tune.ledger import Ledger
 
 
 def retime(ledger: Ledger, evaluator: Evaluator, top: int, rounds: int, stopped: Callable[[], bool]) -> None:
-    """Re-time the `top` fastest points interleaved for `rounds` rounds; the fastest
-    median becomes the best kernel of (device, problem)."""
+    """Re-time the `top` fastest points interleaved for `rounds` rounds; the one fastest
+    round by round (`round_winner`) becomes the best kernel of (device, problem)."""
     ok = sorted(ledger.ok_first(), key=lambda t: t.time_ms or float("inf"))
     candidates: list[Trial] = []
     for trial in ok:
@@ -42,10 +42,24 @@ def retime(ledger: Ledger, evaluator: Evaluator, top: int, rounds: int, stopped:
             )
             if m.ok and m.time_ms is not None:
                 times[candidate.config_key].append(m.time_ms)
-    scored = [(statistics.median(v), k) for k, v in times.items() if len(v) == rounds]
-    if scored:
-        time_ms, winner = min(scored)
-        ledger.store.set_best(ledger.device_id, ledger.problem_id, last[winner], time_ms)
+    complete = {k: v for k, v in times.items() if len(v) == rounds}
+    if complete:
+        winner = round_winner(complete)
+        ledger.store.set_best(
+            ledger.device_id, ledger.problem_id, last[winner], statistics.median(complete[winner])
+        )
+
+
+def round_winner(times: dict[str, list[float]]) -> str:
+    """The candidate with the lowest median, over rounds, of its time over the round's
+    fastest (ties: the lower median time). Each round compares kernels timed moments apart, so
+    a GPU whose clocks settle during the rounds (an H200 F = 9 re-time ran 0.063 ms in its
+    first round and 0.059 in its last) does not hand the win to whichever kernel ran fast in
+    the middle round."""
+    rounds = min(len(v) for v in times.values())
+    fastest = [min(v[r] for v in times.values()) for r in range(rounds)]
+    score = {k: statistics.median(v[r] / fastest[r] for r in range(rounds)) for k, v in times.items()}
+    return min(times, key=lambda k: (score[k], statistics.median(times[k])))
 
 
 def cross_check(

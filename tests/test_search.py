@@ -19,6 +19,7 @@ from autotune.samplers import GPSampler, one_knob_neighbours
 from autotune.search import Search, SearchOptions
 from autotune.space import SearchSpace
 from autotune.store import lease_owner
+from autotune.tune.retime import round_winner
 from tests.conftest import GPU_LIMITS, ROOT, cli_json, run_cli
 
 SMALL = ["-d", "0", "-s", "40x24"]
@@ -61,8 +62,8 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
             path, "SELECT status, config, time_ms, origin FROM autotune_trials WHERE id = ?", b["trial_id"]
         )[0]
         assert trial[0] == "ok" and json.loads(trial[1]) == b["config"] and trial[3] == "retime"
-        # the best is the fastest re-timed config of the last re-timing (a winner of another
-        # width that beats the best starts another), and re-timing medians are what it reports
+        # the best is the round-by-round winner of the last re-timing (a winner of another
+        # width that beats the best starts another), and its re-timing median is what it reports
         measured = rows(
             path,
             "SELECT t.id, origin, config_key, time_ms FROM autotune_trials t JOIN autotune_problems p"
@@ -79,8 +80,10 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
         by_config = {}
         for key, ms in retimings[-1]:
             by_config.setdefault(key, []).append(ms)
-        medians = {k: sorted(v)[len(v) // 2] for k, v in by_config.items() if len(v) == 3}
-        assert b["time_ms"] == pytest.approx(min(medians.values()))
+        complete = {k: v for k, v in by_config.items() if len(v) == 3}  # each in round order
+        winner = round_winner(complete)
+        assert {key for tid, _, key, _ in measured if tid == b["trial_id"]} == {winner}
+        assert b["time_ms"] == pytest.approx(sorted(complete[winner])[1])
         # never a failed variant
         assert all(
             s == "ok" for (s,) in rows(path, "SELECT status FROM autotune_trials WHERE config = ?", trial[1])

@@ -72,6 +72,8 @@ class GaussianProcess:
             self.length_scales, self.noise = like.length_scales, like.noise
             self.offset_columns, self.offset_weight = like.offset_columns, like.offset_weight
         self.y = (y - self.mean) / self.scale
+        m = self.offset_columns  # the training points' shared values: fixed while fitting
+        self._shared = _shared_values(x[:, -m:], x[:, -m:]) if m else None
         if like is None:
             self._fit()
         self._factor()
@@ -83,7 +85,8 @@ class GaussianProcess:
         smooth = _matern52(a[:, :-m], b[:, :-m], length_scales)
         if not weight:
             return smooth
-        return smooth + weight * _shared_values(a[:, -m:], b[:, -m:])
+        shared = self._shared if a is self.x and b is self.x else _shared_values(a[:, -m:], b[:, -m:])
+        return smooth + weight * shared
 
     def _likelihood(self, length_scales: np.ndarray, noise: float, weight: float | None = None) -> float:
         """Log marginal likelihood with the amplitude profiled out."""

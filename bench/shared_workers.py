@@ -48,7 +48,7 @@ family = LandscapeFamily(load(landscape))
 evaluator = Slow(family, device_info(0))
 tuner = Tuner(Store(url), 0, evaluator.device, family, [LandscapeProblem(family.landscape.name)],
               sampler="tpe", budget=Budget(trials=trials), evaluator=evaluator, shared=True,
-              retime_top=1, retime_rounds=1)
+              retime_top=1, retime_rounds=1, retime_most=1)
 start = time.monotonic()
 (result,) = tuner.run()
 print(time.monotonic() - start, evaluator.measured)

@@ -36,7 +36,7 @@ from autotune.space import Config
 from autotune.store import Store, config_key, lease_owner, now
 from autotune.tune.control import LEASE_STALE_S, Heartbeat, StopFlag
 from autotune.tune.ledger import Ledger
-from autotune.tune.retime import cross_check, retime
+from autotune.tune.retime import RETIME_MOST, cross_check, retime
 from autotune.tune.shared import SharedSearch, check_shared, shared_sampler
 from autotune.tune.studies import Studies
 from autotune.tune.summary import ProblemResult, summarise
@@ -84,6 +84,7 @@ class Tuner:
         policy: TimingPolicy | None = None,
         retime_top: int = 3,
         retime_rounds: int = 3,
+        retime_most: int = RETIME_MOST,
         fresh: bool = False,
         listener: Listener | None = None,
         compilers: int | None = None,
@@ -111,6 +112,7 @@ class Tuner:
         self.policy = policy
         self.retime_top = retime_top
         self.retime_rounds = retime_rounds
+        self.retime_most = retime_most  # with those within RETIME_WITHIN of the fastest
         self.fresh = fresh
         self.compilers = compilers  # processes compiling ahead; None: all but one core on GPUs, none on CPUs
         self.compile_pool: CompilePool | None = None
@@ -393,10 +395,20 @@ class Tuner:
         if self.shared:
             ledger = self._ledger(problem)  # what every worker measured
         if not self.stop.requested:
-            retime(ledger, evaluator, self.retime_top, self.retime_rounds, lambda: self.stop.requested)
+            self._retime(ledger, evaluator)
         summarise(ledger, result)
         self.listener("problem_done", {"label": label, "result": result})
         return result
+
+    def _retime(self, ledger: Ledger, evaluator: Evaluator) -> None:
+        retime(
+            ledger,
+            evaluator,
+            self.retime_top,
+            self.retime_rounds,
+            lambda: self.stop.requested,
+            most=self.retime_most,
+        )
 
     def _cross_check(self, evaluator: Evaluator, problem: Problem) -> bool:
         """Try the other problems' winners that this one has not measured (re-timing the
@@ -417,7 +429,7 @@ class Tuner:
             on_trial,
         )
         if improved and not self.stop.requested:
-            retime(ledger, evaluator, self.retime_top, self.retime_rounds, lambda: self.stop.requested)
+            self._retime(ledger, evaluator)
         return tried > 0
 
     def _winners_elsewhere(self, problem: Problem) -> list[Config]:

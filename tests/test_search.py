@@ -80,6 +80,12 @@ def test_search_end_to_end_and_best_agrees_with_trials(tmp_path):
         by_config = {}
         for key, ms in retimings[-1]:
             by_config.setdefault(key, []).append(ms)
+        # each round starts one kernel later than the round before
+        order = list(by_config)
+        rounds = [retimings[-1][r : r + len(order)] for r in range(0, len(retimings[-1]), len(order))]
+        assert [[key for key, _ in one] for one in rounds] == [
+            order[r % len(order) :] + order[: r % len(order)] for r in range(len(rounds))
+        ]
         complete = {k: v for k, v in by_config.items() if len(v) == 3}  # each in round order
         winner = round_winner(complete)
         assert {key for tid, _, key, _ in measured if tid == b["trial_id"]} == {winner}

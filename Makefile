@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AUTOTUNE := $(VENV)/bin/autotune
 
-.PHONY: setup demo test lint seed-study check-memory clean
+.PHONY: setup demo test lint seed-study check-memory fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -37,6 +37,12 @@ lint: setup
 # Every template path under Oclgrind (apt-get install oclgrind); also part of `make test`.
 check-memory: setup
 	$(PY) checks/memory.py
+
+# Random problems (pixel types, channels, frames, borders, anchors, rectangular filters,
+# awkward sizes) x random valid configs, each verified against the float64 reference.
+fuzz: setup
+	$(PY) checks/fuzz_kernels.py --seeds 0-399
+	$(PY) checks/fuzz_kernels.py --family separable --seeds 0-199
 
 seed-study: setup
 	$(PY) bench/seed_study.py --device 0

@@ -4,6 +4,8 @@ compiling, measure the rest in the worker."""
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -14,6 +16,33 @@ from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.outcomes import Compiled, Measurement, Status, TimingPolicy
 from autotune.space import Config
 from autotune.worker import Worker
+
+
+def check_fits(problems: list[Problem], device: DeviceInfo) -> None:
+    """Refuse, before anything is stored, problems whose data cannot be held: on the device
+    (inputs and output at once) or in this host's memory (those, and the float64
+    reference each trial is checked against). Otherwise every trial would fail alike."""
+    host = _physical_memory()
+    for problem in problems:
+        reference = math.prod(problem.output_shape) * 8
+        shown = "x".join(map(str, problem.size))
+        if problem.min_bytes > device.global_mem_size:
+            raise UsageError(
+                f"a {shown} problem needs {problem.min_bytes / 2**30:.1f} GiB on the device; "
+                f"{device.name} has {device.global_mem_size / 2**30:.1f} GiB"
+            )
+        if host is not None and problem.min_bytes + reference > host:
+            raise UsageError(
+                f"a {shown} problem needs {(problem.min_bytes + reference) / 2**30:.1f} GiB of host memory "
+                f"(its data and float64 reference); this machine has {host / 2**30:.1f} GiB"
+            )
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 class Evaluator:

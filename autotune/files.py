@@ -68,7 +68,14 @@ class StagedFiles:
         return self
 
     def add(self, path: str | Path, content: Content) -> None:
+        """Stage `content` for `path`. Through a symbolic link the file it names is
+        replaced and the link kept; a name that holds a device, pipe or socket is refused
+        (a rename would put a plain file in its place: /dev/null, say)."""
         path = Path(path)
+        if path.is_symlink():
+            path = Path(os.path.realpath(path))
+        if path.exists() and not path.is_file() and not path.is_dir():
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         self._staged.append((_stage(path, content), path))
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:

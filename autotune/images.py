@@ -57,6 +57,10 @@ def image_writer(path: str | Path, pixels: np.ndarray) -> Any:
     input (a type the format cannot hold) is refused before anything is written."""
     suffix = Path(path).suffix.lower()
     suffix = ".tif" if suffix == ".tiff" else suffix
+    if pixels.ndim > 3:
+        raise UsageError(
+            f"{path}: a {suffix[1:].upper()} file holds one image, not a batch of frames; write .npy"
+        )
     if pixels.ndim == 3 and (pixels.dtype != np.uint8 or pixels.shape[2] not in COLOUR_MODES.values()):
         raise UsageError(
             f"{path}: a {suffix[1:].upper()} file holds 2, 3 or 4 channels of uint8 pixels, not "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -77,7 +78,9 @@ def _program(device_index: int, context: Any, source: str, options: tuple[str, .
     if key in _programs and _programs[key].context == context:
         _programs.move_to_end(key)
     else:  # not built yet, or built in a context since let go of (`clear_plans`)
-        _programs[key] = cl.Program(context, source).build(options=list(options))
+        with warnings.catch_warnings():  # the compiler's notes on a kernel that built are not the caller's
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            _programs[key] = cl.Program(context, source).build(options=list(options))
         while len(_programs) > KERNEL_CACHE_SIZE:
             _programs.popitem(last=False)
     return _programs[key]

@@ -22,6 +22,7 @@ the choice.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -62,6 +63,21 @@ def by_rank(lists: list[list[Config]], limit: int | None = None) -> list[Config]
     return points[:limit]
 
 
+# Optuna's grid sampler lists every point of the grid up front: beyond this many, memory
+# runs out long before a search could visit them (the convolution space has ~850 million).
+GRID_LIMIT = 1_000_000
+
+
+def check_grid(space: SearchSpace) -> None:
+    """Refuse a grid search of a space too large to list."""
+    points = math.prod(len(k.values) for k in space.knobs.values())
+    if points > GRID_LIMIT:
+        raise UsageError(
+            f"the grid of {space.name} has {points:,} points, more than a grid search can list "
+            f"({GRID_LIMIT:,}): use --sampler gp, tpe or random"
+        )
+
+
 def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.BaseSampler:
     """Optuna's samplers by name (`gp` is built by `Search`, which knows its validity test)."""
     if name in ("tpe", "tpe-local"):
@@ -75,6 +91,7 @@ def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.Ba
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed)
     if name == "grid":
+        check_grid(space)
         grid = {k.name: list(range(len(k.values))) for k in space.knobs.values()}
         return optuna.samplers.GridSampler(grid, seed=seed)
     raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")

@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         errors.print("autotune: interrupted", highlight=False)
         return 130
+    except OSError as exc:  # the system refused a file: what and why, not a bug
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc}")
+        return 1
     except Exception as exc:  # a bug: still one line, unless debugging
         if os.environ.get("AUTOTUNE_DEBUG"):
             raise

@@ -183,6 +183,9 @@ def best(
             choice = resolve_kind(store.best(), family, kind, info, size)
             records.append(_kernel_record(family, device_record(info), choice))
     else:
+        # The options name problems as they do for `search`: refused alike, then a filter.
+        family.problems_of(family.kinds([filter_size or 3], ranks, pixels), (256, 256))
+        wanted_size = tuple(parse_image_size(size_text)) if size_text else None
         mine_id = None
         if device_index is not None:
             row = store.device_row(device_info(device_index).fingerprint)
@@ -196,6 +199,10 @@ def best(
             ):
                 continue
             if ranks and key.get("rank") not in ranks:
+                continue
+            if any(key.get(field) != value for field, value in pixels.items()):
+                continue
+            if wanted_size is not None and tuple(problem.size) != wanted_size:
                 continue
             config = family.read_config(row.config) or _stored_config(row.config)
             choice = Choice(
@@ -325,7 +332,7 @@ def history(db_url: str | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("run_id", type=int)
+@click.argument("run_id", type=click.IntRange(1, 2**63 - 1))
 @db_option
 @json_option
 def show(run_id: int, db_url: str | None, as_json: bool) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -285,10 +287,9 @@ def export(
 @click.option("--flip", is_flag=True, help="True convolution (flip the filter).")
 @click.option(
     "--border",
-    default="constant",
-    show_default=True,
-    help="With --mode same: constant (zeros), replicate, reflect, mirror (cv2's default), wrap, "
-    "or their OpenCV/SciPy names.",
+    default=None,
+    help="With --mode same: constant (zeros; the default), replicate, reflect, mirror (cv2's "
+    "default), wrap, or their OpenCV/SciPy names.",
 )
 @click.option(
     "--out-dtype",
@@ -315,7 +316,7 @@ def convolve_command(
     device_index: int,
     mode: str,
     flip: bool,
-    border: str,
+    border: str | None,
     out_dtype: str,
     anchor_text: str | None,
     batch: bool,
@@ -336,52 +337,66 @@ def convolve_command(
 
     if len(paths) < 2:
         raise UsageError("give the input .npy file(s) and then OUT (a .npy file, or a folder for several)")
+    if not all(p.strip() for p in paths):
+        raise UsageError(
+            "an empty path: give the input file(s) and then OUT (a file, or a folder for several)"
+        )
     inputs, target = paths[:-1], Path(paths[-1])
     many = len(inputs) > 1 or target.is_dir()
     if many:
         names = [Path(p).name for p in inputs]
         if len(set(names)) < len(names):
             raise UsageError("input files share a name; their outputs in OUT would overwrite each other")
-        target.mkdir(parents=True, exist_ok=True)
+        if target.exists() and not target.is_dir():
+            raise UsageError(f"{target} is a file: with several inputs OUT is a folder")
     outputs = [str(target / Path(p).name) if many else str(target) for p in inputs]
     if out_dtype == "float32" and any(Path(o).suffix.lower() == ".png" for o in outputs):
         raise UsageError("a PNG file holds 8- or 16-bit pixels: add --out-dtype same, or write .tif or .npy")
+    if batch and any(is_image_file(o) for o in outputs):
+        raise UsageError("--batch makes (N, H, W[, C]) arrays of frames: write them to .npy")
+    if mode == "valid" and border is not None:
+        raise UsageError("--border applies to --mode same (valid output reads no pixel past the edge)")
+    border = border or "constant"
     filt = load_filter(filter_path)
     anchor = _anchor(anchor_text)
-    convolvers: dict[tuple[int, ...], Convolver] = {}  # one per image shape: set up once
-    written, shapes = [], []
-    # Outputs are staged as they are made and put in place together once every input is
-    # filtered: a bad input (or a full disk) leaves no output of this call behind.
-    with progress(as_json or not many) as bar, StagedFiles() as staged:
-        task = bar.add_task("convolve", total=len(inputs))
-        for input_path, output_path in zip(inputs, outputs, strict=True):
-            image = read_image("IN", input_path) if is_image_file(input_path) else load_npy("IN", input_path)
-            options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
-            # A Convolver takes one float32 channel in and out, zeros past the edge; others: convolve().
-            pixels = {"border": border, "out_dtype": out_dtype, "anchor": anchor, "batch": batch}
-            zeros = mode == "valid" or border == "constant"
-            plain = image.ndim == 2 and image.dtype == np.float32 and out_dtype == "float32" and zeros
-            plain = plain and anchor is None and not batch
-            try:
-                if not many or not plain or image.size >= MAX_INDEXED // 2:  # bands if need be
-                    result = convolve(image, filt, **options, **pixels)
-                else:
-                    if image.shape not in convolvers:
-                        convolvers[image.shape] = Convolver(image.shape, filt, **options)
-                    result = convolvers[image.shape](image)
-            except (TypeError, ValueError) as exc:
-                raise UsageError(f"{input_path}: {exc}" if many else str(exc)) from None
-            try:
-                # renamed over OUT once all are complete: a failure leaves earlier OUTs intact
-                if is_image_file(output_path):
-                    staged.add(output_path, image_writer(output_path, result))
-                else:
-                    staged.add(output_path, lambda f, r=result: np.save(f, r))
-            except OSError as exc:
-                raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
-            written.append(output_path)
-            shapes.append(list(result.shape))
-            bar.advance(task)
+    # A folder this call makes for OUT goes again if the call fails.
+    with _folder_made_for(target if many else None):
+        convolvers: dict[tuple[int, ...], Convolver] = {}  # one per image shape: set up once
+        written, shapes = [], []
+        # Outputs are staged as they are made and put in place together once every input is
+        # filtered: a bad input (or a full disk) leaves no output of this call behind.
+        with progress(as_json or not many) as bar, StagedFiles() as staged:
+            task = bar.add_task("convolve", total=len(inputs))
+            for input_path, output_path in zip(inputs, outputs, strict=True):
+                image = (
+                    read_image("IN", input_path) if is_image_file(input_path) else load_npy("IN", input_path)
+                )
+                options = {"device": device_index, "mode": mode, "db": db_url, "flip": flip}
+                # A Convolver takes one float32 channel in and out, zeros past the edge; others: convolve().
+                pixels = {"border": border, "out_dtype": out_dtype, "anchor": anchor, "batch": batch}
+                zeros = mode == "valid" or border == "constant"
+                plain = image.ndim == 2 and image.dtype == np.float32 and out_dtype == "float32" and zeros
+                plain = plain and anchor is None and not batch
+                try:
+                    if not many or not plain or image.size >= MAX_INDEXED // 2:  # bands if need be
+                        result = convolve(image, filt, **options, **pixels)
+                    else:
+                        if image.shape not in convolvers:
+                            convolvers[image.shape] = Convolver(image.shape, filt, **options)
+                        result = convolvers[image.shape](image)
+                except (TypeError, ValueError) as exc:
+                    raise UsageError(f"{input_path}: {exc}" if many else str(exc)) from None
+                try:
+                    # renamed over OUT once all are complete: a failure leaves earlier OUTs intact
+                    if is_image_file(output_path):
+                        staged.add(output_path, image_writer(output_path, result))
+                    else:
+                        staged.add(output_path, lambda f, r=result: np.save(f, r))
+                except OSError as exc:
+                    raise AutotuneError(f"cannot write {output_path}: {exc.strerror or exc}") from None
+                written.append(output_path)
+                shapes.append(list(result.shape))
+                bar.advance(task)
     if as_json:
         data = {"device": device_record(device_info(device_index)), "written": written}
         emit("convolve", {**data, "shape": shapes[0] if not many else shapes, "mode": mode, "flip": flip})
@@ -391,6 +406,24 @@ def convolve_command(
         size = f"{width}x{height}" + (f" x {frames} frames" if batch else "")
         channels = shape[3 if batch else 2] if len(shape) == 3 + int(batch) else 1
         click.echo(f"wrote {output_path} ({size}" + (f", {channels} channels)" if channels > 1 else ")"))
+
+
+@contextlib.contextmanager
+def _folder_made_for(folder: Path | None) -> Iterator[None]:
+    """Make `folder` (and its missing parents) for the block; if the block fails, remove
+    those this made, so a failed call leaves no folder that a later call would take for OUT."""
+    if folder is None:
+        yield
+        return
+    missing = [p for p in [folder, *folder.parents] if not p.exists()]
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for made in missing:  # innermost first; one that holds anything stays
+            with contextlib.suppress(OSError):
+                made.rmdir()
+        raise
 
 
 def _anchor(text: str | None) -> tuple[int, int] | None:

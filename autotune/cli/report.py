@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -14,7 +15,9 @@ from autotune.errors import UsageError
 @click.command()
 @click.option("--out", "out_dir", required=True, type=click.Path(), help="Folder to write the page into.")
 @click.option("--device", "-d", "device_index", type=int, default=None, help="Only this device.")
-@click.option("--run", "run_id", type=int, default=None, help="Only this search run.")
+@click.option(
+    "--run", "run_id", type=click.IntRange(1, 2**63 - 1), default=None, help="Only this search run."
+)
 @click.option(
     "--format",
     "page_format",
@@ -65,7 +68,7 @@ def report(
 
     page_format = "json" if as_json else page_format
     for name, value in (("--bandwidth", bandwidth), ("--peak-gflops", peak_gflops)):
-        if value is not None and not value > 0:
+        if value is not None and not 0 < value < math.inf:
             raise UsageError(f"{name} must be a positive number, got {value}")
     if figure is not None and page_format == "json":
         raise UsageError("--figure writes an image: give it without --format json")

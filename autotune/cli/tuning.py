@@ -19,6 +19,11 @@ from autotune.cli.output import PlainTable, console, device_record, emit, errors
 from autotune.errors import AutotuneError, UsageError
 from autotune.files import write_file
 
+# Seeds go to NumPy's and Optuna's generators, which take 0 .. 2**32 - 1; a bound on trials
+# keeps a typing slip from overflowing the budget's arithmetic.
+SEED = click.IntRange(0, 2**32 - 1)
+MAX_TRIALS = 10**9
+
 
 @click.command()
 @problem_options("3,5,7")
@@ -26,7 +31,7 @@ from autotune.files import write_file
 @click.option("--trials", type=int, default=60, show_default=True, help="Trials per filter width.")
 @click.option("--time-budget", type=float, default=None, help="Seconds for the whole search.")
 @click.option("--sampler", default=None, help="gp (the default), tpe-local, tpe, random, cmaes or grid.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--fresh", is_flag=True, help="Start a new run even if the same search can be resumed.")
 @click.option(
     "--other-devices/--no-other-devices",
@@ -71,9 +76,10 @@ def search(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from autotune.devices import device_info
+    from autotune.evaluate import check_fits
     from autotune.families import get_family
     from autotune.families.conv2d.inputs import image_size, parse_filter_sizes
-    from autotune.search import DEFAULT_SAMPLER, SAMPLERS
+    from autotune.search import DEFAULT_SAMPLER, SAMPLERS, check_grid
     from autotune.tune import OTHER_DEVICES, Budget, Tuner
     from autotune.tune.shared import check_shared
 
@@ -87,6 +93,10 @@ def search(
         raise UsageError(f"unknown sampler {sampler!r} (samplers: {', '.join(SAMPLERS)})")
     if trials <= 0:
         raise UsageError(f"--trials must be positive, got {trials}")
+    if trials > MAX_TRIALS:
+        raise UsageError(f"--trials must be at most {MAX_TRIALS}, got {trials}")
+    if sampler == "grid":
+        check_grid(family.space)
     if compilers is not None and not 0 <= compilers <= 64:
         raise UsageError(f"--compilers must be from 0 to 64, got {compilers}")
     if time_budget is not None and not time_budget > 0:
@@ -95,6 +105,8 @@ def search(
     if not device.double_precision and "float64" in (pixels.get("dtype"), pixels.get("out_dtype")):
         raise UsageError(f"float64 pixels need a device with double precision; {device.name} has none")
     size = image_size(size_text, device, widths)
+    problems = family.problems_of(kinds, size)
+    check_fits(problems, device)
     store = open_store(db_url)
 
     bars = Progress(
@@ -141,7 +153,7 @@ def search(
         device_index,
         device,
         family,
-        family.problems_of(kinds, size),
+        problems,
         sampler=sampler,
         seed=seed,
         budget=Budget(trials=trials, time_s=time_budget),
@@ -222,7 +234,7 @@ def _print_summary(
 @click.command()
 @problem_options("3,5,7,9,11,17,33")
 @click.option("--preset", "presets", multiple=True, help="Only these presets (repeatable).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the input data.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the input data.")
 @json_option
 def study(
     device_index: int,
@@ -236,11 +248,12 @@ def study(
     from rich.progress import Progress
 
     from autotune.devices import device_info
-    from autotune.families.conv2d import CONV2D, Conv2DProblem
-    from autotune.families.conv2d.inputs import image_size, parse_filter_widths
+    from autotune.evaluate import check_fits
+    from autotune.families.conv2d import CONV2D
+    from autotune.families.conv2d.inputs import image_size, parse_filter_sizes
     from autotune.study import run_study, speedups
 
-    widths = parse_filter_widths(widths_text)
+    widths = parse_filter_sizes(widths_text)
     device = device_info(device_index)
     size = image_size(size_text, device, widths)
     known = CONV2D.space.presets
@@ -248,7 +261,8 @@ def study(
         if name not in known:
             raise UsageError(f"unknown preset {name!r} (presets: {', '.join(known)})")
     names = list(presets) or None  # None: the presets a search here would measure first
-    problems = [Conv2DProblem(width, *size, seed=seed) for width in widths]
+    problems = CONV2D.problems_of(CONV2D.kinds(widths), size, seed=seed)
+    check_fits(problems, device)
     runs = sum(
         len(names) if names else len(CONV2D.space.presets_applying(problem.key(), device))
         for problem in problems
@@ -311,7 +325,7 @@ def study(
 )
 @click.option("--budget", type=int, default=200, show_default=True, help="Evaluations per repeat.")
 @click.option("--repeats", type=int, default=20, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--plot",
     "plot_path",

@@ -114,7 +114,13 @@ def sqlite_file(url: str) -> Path | None:
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
-    return None if database.startswith("file:") else Path(database)
+    if not database.startswith("file:"):
+        return Path(database)
+    # SQLite's URI form (`sqlite:///file:PATH?uri=true`): the same file, named another way.
+    location = urllib.parse.urlsplit(database)
+    if location.path in ("", ":memory:") or parsed.query.get("mode") == "memory":
+        return None
+    return Path(urllib.parse.unquote(location.path))
 
 
 def check_url(url: str) -> sa.URL:

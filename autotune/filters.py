@@ -5,7 +5,10 @@ The derivative filters respond positively where values grow to the right (`-x`) 
 downwards (`-y`): Sobel and Scharr as OpenCV's kernels, Prewitt with the same layout.
 `log` and `dog` are written here (Laplacian and difference of Gaussians, rank 2). Gaussians are
 OpenCV's `getGaussianKernel(F, 0)` unless a sigma is given (`gaussian:17:2.5`), and sum
-to 1.
+to 1. A sigma must lie below 1e6 and above 0; a Gaussian's taps tend to a unit impulse as
+sigma shrinks (so `dog` tends to zero), which is what tiny sigmas give. `log`'s scale grows
+as 1 / sigma^2, so it takes sigmas from LOG_MIN_SIGMA only: below that its taps head for
+float32's limit and its output for infinity.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import numpy as np
 from autotune.errors import UsageError
 
 MAX_NAMED_WIDTH = 255
+MAX_SIGMA = 1e6  # exclusive
+LOG_MIN_SIGMA = 1e-6  # inclusive; log's centre tap is -2 / sigma^2, -2e12 here: far below float32's limit
 
 
 def default_sigma(width: int) -> float:
@@ -36,9 +41,16 @@ _SMALL_GAUSSIANS = {
 
 
 def gaussian_taps(width: int, sigma: float) -> np.ndarray:
-    """A 1-D Gaussian of `width` taps centred on the middle, summing to 1."""
-    x = np.arange(width) - (width - 1) / 2
-    taps = np.exp(-(x**2) / (2 * sigma**2))
+    """A 1-D Gaussian of `width` taps centred on the middle, summing to 1.
+
+    The exponents are shifted so the middle taps' is 0 and divided by sigma twice, never
+    by sigma**2 (which underflows to 0 for sigma below 1e-154): a tiny sigma then gives
+    the limit, a unit impulse (two halves for even widths), rather than 0 / 0. Where the
+    quotient overflows the tap is exp(-inf), exactly 0."""
+    x = np.abs(np.arange(width) - (width - 1) / 2)
+    x0 = x.min()
+    with np.errstate(over="ignore", under="ignore"):
+        taps = np.exp(-0.5 * ((x - x0) * (x + x0) / sigma) / sigma)
     return taps / taps.sum()
 
 
@@ -59,7 +71,7 @@ def _log(width: int, sigma: float | None = None) -> np.ndarray:
     sigma = sigma or default_sigma(width)
     x = np.arange(width) - (width - 1) / 2
     g = gaussian_taps(width, sigma)
-    second = g * (x**2 - sigma**2) / sigma**4
+    second = g * ((x / sigma) ** 2 - 1) / sigma**2  # finite for sigma >= LOG_MIN_SIGMA
     return np.outer(second, g) + np.outer(g, second)
 
 
@@ -99,8 +111,15 @@ def named_filter(text: str) -> np.ndarray:
         sigma = float(params[1])
     except ValueError:
         sigma = float("nan")
-    if not 0 < sigma < 1e6:
-        raise UsageError(f"{text!r}: sigma must be a positive number")
+    if name == "log":
+        accepted, low = LOG_MIN_SIGMA <= sigma < MAX_SIGMA, f"at least {LOG_MIN_SIGMA:g}"
+        why = " (log's taps grow as 1 / sigma^2)"
+    else:
+        accepted, low, why = 0 < sigma < MAX_SIGMA, "greater than 0", ""
+    if not accepted:
+        raise UsageError(
+            f"{text!r}: sigma must be a number {low} and less than {MAX_SIGMA:g}{why}, got {params[1]}"
+        )
     return _SIZED[name](width, sigma).astype(np.float32)
 
 

@@ -1,6 +1,8 @@
 """Named filters are OpenCV's (the semantics we claim), have the ranks the separable
 family counts on, and work wherever the command line takes a filter."""
 
+import warnings
+
 import cv2
 import numpy as np
 import pytest
@@ -48,7 +50,18 @@ def test_ranks_of_the_named_filters():
     assert log[4, 4] < 0 and log[0, 0] > log[4, 4]  # a dip in the middle
 
 
-BAD_NAMES = ["blur:5", "gaussian", "gaussian:0", "gaussian:300", "gaussian:5:-1", "box:5:2"]
+BAD_NAMES = [
+    "blur:5",
+    "gaussian",
+    "gaussian:0",
+    "gaussian:300",
+    "gaussian:5:-1",
+    "box:5:2",
+    "gaussian:3:1e30",
+    "gaussian:3:nan",
+    "dog:3:1e6",
+    "log:3:1e-7",
+]
 
 
 @pytest.mark.parametrize("text", BAD_NAMES)
@@ -89,3 +102,78 @@ def test_convolve_command_filters_a_batch_into_a_folder(tmp_path):
     np.save(clash / "a.npy", np.zeros((9, 9), np.float32))
     refused = run_cli("convolve", inputs[0], str(clash / "a.npy"), str(out), "--filter", "box:3")
     assert refused.returncode == 2 and "share a name" in refused.stderr
+
+
+def one_line_refusal(result) -> str:
+    """The refusal's line: exit 2, a single line on stderr, no traceback or warning."""
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr and "Warning" not in result.stderr, result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize(
+    "text,impulse",
+    [("gaussian:3:1e-300", [0, 1, 0]), ("gaussian:4:5e-324", [0, 0.5, 0.5, 0]), ("dog:5:1e-200", [0] * 5)],
+)
+def test_tiny_sigmas_give_the_limit(text, impulse):
+    """A Gaussian tends to a unit impulse as sigma shrinks (and a difference of two to 0):
+    sigma**2 underflowing must not turn that into 0 / 0."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        taps = named_filter(text)
+    expected = np.outer(impulse, impulse) if text.startswith("gaussian") else np.zeros((5, 5))
+    assert np.array_equal(taps, expected)
+
+
+@pytest.mark.parametrize("text", ["gaussian:3:1e-300", "gaussian:3:1e-170"])
+def test_convolve_command_with_a_tiny_sigma_gaussian_crops_the_image(tmp_path, text):
+    image = np.random.default_rng(3).uniform(-1, 1, (40, 50)).astype(np.float32)
+    np.save(tmp_path / "in.npy", image)
+    result = run_cli("convolve", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--filter", text)
+    assert result.returncode == 0, result.stderr
+    assert "RuntimeWarning" not in result.stderr, result.stderr
+    assert np.array_equal(np.load(tmp_path / "out.npy"), image[1:-1, 1:-1])
+
+
+@pytest.mark.parametrize(
+    "text,accepted",
+    [
+        ("log:3:1e-100", "at least 1e-06 and less than 1e+06"),
+        ("log:3:1e-20", "at least 1e-06 and less than 1e+06"),
+        ("gaussian:3:1e30", "greater than 0 and less than 1e+06"),
+    ],
+)
+def test_convolve_command_refuses_a_sigma_out_of_range_in_one_line(tmp_path, text, accepted):
+    np.save(tmp_path / "in.npy", np.zeros((40, 50), np.float32))
+    result = run_cli("convolve", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--filter", text)
+    assert f"sigma must be a number {accepted}" in one_line_refusal(result)
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_convolve_command_refuses_a_filter_file_beyond_float32(tmp_path):
+    np.save(tmp_path / "in.npy", np.zeros((40, 50), np.float32))
+    taps = np.full((3, 3), 1e300)
+    taps[0, 0] = np.nan
+    np.save(tmp_path / "big.npy", taps)
+    args = (str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--filter", str(tmp_path / "big.npy"))
+    line = one_line_refusal(run_cli("convolve", *args))
+    assert "holds 1e+300, beyond float32's range" in line
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_convolve_command_keeps_nan_and_inf_in_a_filter_file_as_the_api_does(tmp_path):
+    """convolve() keeps NaN and infinities in a filter (NaN in, NaN out); so does the CLI."""
+    image = np.random.default_rng(4).uniform(0.5, 1, (40, 50)).astype(np.float32)
+    np.save(tmp_path / "in.npy", image)
+    for value in (np.nan, np.inf):
+        taps = np.ones((3, 3))
+        taps[1, 1] = value
+        np.save(tmp_path / "taps.npy", taps)
+        out = tmp_path / "out.npy"
+        result = run_cli(
+            "convolve", str(tmp_path / "in.npy"), str(out), "--filter", str(tmp_path / "taps.npy")
+        )
+        assert result.returncode == 0 and "RuntimeWarning" not in result.stderr, result.stderr
+        expected = signal.correlate2d(image.astype(np.float64), taps, "valid")
+        np.testing.assert_array_equal(np.load(out), expected.astype(np.float32))

@@ -113,7 +113,10 @@ def load_npy(label: str, path: str) -> np.ndarray:
 
 def load_filter(path: str) -> np.ndarray:
     """A 2-D filter of real numbers from a .npy file, or a named one (`gaussian:17`,
-    `sobel-x`: autotune/filters.py), as float32."""
+    `sobel-x`: autotune/filters.py), as float32. A file is checked as `convolve()` checks
+    a filter (as_image), so a value past float32's range is refused rather than made inf,
+    and NaN and infinities are kept, as the API keeps them."""
+    from autotune.call_arguments import as_image
     from autotune.filters import is_named, named_filter
 
     if is_named(path) or (not path.lower().endswith(".npy") and not Path(path).exists()):
@@ -121,4 +124,7 @@ def load_filter(path: str) -> np.ndarray:
     taps = load_npy("--filter", path)
     if taps.ndim != 2 or 0 in taps.shape or taps.dtype.kind not in "fiu":
         raise UsageError(f"--filter {path} must hold a 2-D array of numbers, got {taps.dtype} {taps.shape}")
-    return taps.astype(np.float32)
+    try:
+        return as_image(f"--filter {path}", taps)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None

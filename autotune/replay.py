@@ -77,42 +77,82 @@ def load(path: str | Path) -> Landscape:
 
 
 def _from_kernel_tuner(name: str, data: dict[str, Any]) -> Landscape:
+    """Kernel Tuner marks a failed point with a string as its time; any time that is not a
+    finite number is taken as a failure too."""
     try:
         keys = list(data.get("tune_params_keys") or data["tune_params"])
-        knobs = {k: list(data["tune_params"][k]) for k in keys}
+        knobs = {k: data["tune_params"][k] for k in keys}
+        for knob, knob_values in knobs.items():
+            if not isinstance(knob_values, list):
+                raise UsageError(f"{name}: the values of knob {knob!r} are not a list: {knob_values!r}")
         values: dict[tuple[Any, ...], float | None] = {}
         for record in data["cache"].values():
             point = tuple(record[k] for k in keys)
             time = record.get("time")
-            ok = isinstance(time, int | float) and not isinstance(time, bool) and math.isfinite(time)
-            values[point] = float(time) if ok else None
+            values[point] = float(time) if _is_number(time) and math.isfinite(time) else None
     except (KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"{name}: malformed Kernel Tuner cache ({exc!r})") from None
     return _checked(name, knobs, values)
 
 
 def _from_t4(name: str, data: dict[str, Any]) -> Landscape:
+    """A point's time is the median of its runtimes; a point that is not "correct", has no
+    runtimes or has one that is not finite failed (as in Kernel Tuner caches)."""
     try:
         configs = [r["configuration"] for r in data["results"]]
-        keys = list(configs[0])
+        keys = list(configs[0]) if configs else []
         knobs = {k: sorted({c[k] for c in configs}, key=lambda v: (str(type(v)), v)) for k in keys}
         values: dict[tuple[Any, ...], float | None] = {}
         for record in data["results"]:
             point = tuple(record["configuration"][k] for k in keys)
             runtimes = record.get("times", {}).get("runtimes") or []
-            ok = record.get("invalidity") == "correct" and runtimes
+            if not isinstance(runtimes, list) or not all(_is_number(t) for t in runtimes):
+                shown = dict(zip(keys, point, strict=True))
+                raise UsageError(f"{name}: the runtimes of {shown} are not a list of numbers: {runtimes!r}")
+            ok = record.get("invalidity") == "correct" and runtimes and all(map(math.isfinite, runtimes))
+            if ok and min(runtimes) <= 0:  # a median above zero would hide it
+                shown = dict(zip(keys, point, strict=True))
+                raise UsageError(
+                    f"{name}: {shown} has a runtime of {min(runtimes):g}: times must be positive"
+                )
             values[point] = float(statistics.median(runtimes)) if ok else None
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
         raise UsageError(f"{name}: malformed T4 results ({exc!r})") from None
     return _checked(name, knobs, values)
 
 
+def _is_number(value: Any) -> bool:
+    """JSON numbers only: `true` is no time."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _checked(
     name: str, knobs: dict[str, list[Any]], values: dict[tuple[Any, ...], float | None]
 ) -> Landscape:
-    if not knobs or not values or all(v is None for v in values.values()):
+    """Refuses a landscape no search can replay. Points with a value outside their knob's
+    values can never be asked, so they are left out: an optimum among them would be one
+    no search reaches."""
+    if not values:
         raise UsageError(f"{name}: the landscape holds no successful measurement")
-    return Landscape(name, _space(name, knobs), values)
+    if not knobs:
+        raise UsageError(f"{name}: the landscape has no knobs")
+    for knob, knob_values in knobs.items():
+        if not knob_values:
+            raise UsageError(f"{name}: knob {knob!r} has no values")
+    for point, time in values.items():
+        if time is not None and time <= 0:
+            shown = dict(zip(knobs, point, strict=True))
+            raise UsageError(f"{name}: {shown} has time {time:g}: times must be positive")
+    inside = {
+        point: time
+        for point, time in values.items()
+        if all(value in knob_values for value, knob_values in zip(point, knobs.values(), strict=True))
+    }
+    if not inside:
+        raise UsageError(f"{name}: no measured point lies in the landscape's space (its knobs' values)")
+    if all(time is None for time in inside.values()):
+        raise UsageError(f"{name}: the landscape holds no successful measurement")
+    return Landscape(name, _space(name, knobs), inside)
 
 
 @dataclass

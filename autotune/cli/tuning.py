@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -331,7 +332,8 @@ def study(
     "plot_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Write convergence curves to this PNG (needs matplotlib).",
+    help="Write convergence curves to this file, in the format its suffix names (PNG without one; "
+    "needs matplotlib).",
 )
 @click.option(
     "--start-from",
@@ -380,6 +382,7 @@ def replay(
     for path in (landscape, *start_from):
         if not Path(path).is_file():
             raise UsageError(f"no such landscape file: {path}")
+    plot_format = _plot_format(plot_path) if plot_path else "png"
     loaded = replaying.load(landscape)
     others = []
     for path in start_from:
@@ -406,7 +409,7 @@ def replay(
             summaries.append({"sampler": name, **replaying.summarise(loaded, traces, budgets)})
             curves[name] = traces
     if plot_path:
-        _plot(plot_path, loaded, curves, budget)
+        _plot(plot_path, plot_format, loaded, curves, budget)
     if as_json:
         data = {"landscape": loaded.name, "repeats": repeats, "budget": budget}
         if others:
@@ -441,7 +444,8 @@ def replay(
             )
 
 
-def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> None:
+def _pyplot() -> Any:
+    """matplotlib's pyplot, drawing off screen."""
     try:
         import matplotlib
 
@@ -449,8 +453,34 @@ def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> Non
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--plot needs matplotlib (pip install matplotlib)") from None
+    return plt
+
+
+def _plot_format(path: str) -> str:
+    """The format `path`'s suffix names (PNG without one), checked before any replay runs:
+    a suffix matplotlib cannot write would otherwise fail only once every search is done."""
+    _pyplot()
+    import matplotlib
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = Path(path).suffix[1:].lower() or "png"
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if suffix not in formats:
+        raise UsageError(
+            f"--plot {path}: matplotlib cannot write .{suffix} files (formats: {', '.join(formats)})"
+        )
+    texsystem = matplotlib.rcParams["pgf.texsystem"]
+    if suffix == "pgf" and shutil.which(texsystem) is None:
+        raise UsageError(
+            f"--plot {path}: matplotlib writes PGF files with {texsystem}, which is not installed"
+        )
+    return suffix
+
+
+def _plot(path: str, plot_format: str, landscape: Any, curves: dict[str, Any], budget: int) -> None:
     import statistics
 
+    plt = _pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.5))
     x = list(range(1, budget + 1))
     for name, traces in curves.items():
@@ -464,6 +494,8 @@ def _plot(path: str, landscape: Any, curves: dict[str, Any], budget: int) -> Non
     axes.legend()
     figure.tight_layout()
     try:
-        write_file(path, lambda f: figure.savefig(f, dpi=110, format=Path(path).suffix[1:] or "png"))
+        write_file(path, lambda f: figure.savefig(f, dpi=110, format=plot_format))
     except OSError as exc:
         raise AutotuneError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except RuntimeError as exc:  # a format that needs a program not installed (PGF: a TeX engine)
+        raise AutotuneError(f"cannot write {path}: {exc}") from None

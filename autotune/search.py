@@ -78,6 +78,15 @@ def check_grid(space: SearchSpace) -> None:
         )
 
 
+class SpentGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler without its stop once the grid is spent: `study.stop()` works
+    inside `Study.optimize` only, and here the search loop asks and tells itself and ends a
+    spent grid by `Search.exhausted` (the stop raised instead, ending the search in an error)."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return None
+
+
 def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.BaseSampler:
     """Optuna's samplers by name (`gp` is built by `Search`, which knows its validity test)."""
     if name in ("tpe", "tpe-local"):
@@ -93,7 +102,7 @@ def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.Ba
     if name == "grid":
         check_grid(space)
         grid = {k.name: list(range(len(k.values))) for k in space.knobs.values()}
-        return optuna.samplers.GridSampler(grid, seed=seed)
+        return SpentGridSampler(grid, seed=seed)
     raise UsageError(f"unknown sampler {name!r} (samplers: {', '.join(SAMPLERS)})")
 
 

@@ -145,3 +145,17 @@ def test_points_outside_the_space_are_left_out(tmp_path):
     result = run_cli("replay", str(tmp_path / "partial.json"), "--budget", "3", "--repeats", "1", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["data"]["results"][0]["optimum"] == 1.0
+
+
+def test_a_grid_search_that_spends_its_grid_ends_as_any_search(tmp_path):
+    """Optuna's grid sampler stops its study once every point is asked, which only works
+    inside `Study.optimize`; the replay asks and tells itself and ends a spent grid."""
+    cache = {
+        f"{x},{y}": {"x": x, "y": y, "time": time}
+        for (x, y), time in {(0, 0): 1.0, (0, 1): 2.0, (1, 0): 3.0, (1, 1): 0.5}.items()
+    }
+    path = kernel_tuner(tmp_path / "grid.json", {"x": [0, 1], "y": [0, 1]}, cache)
+    result = run_cli("replay", str(path), "--sampler", "grid", "--budget", "6", "--repeats", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)["data"]["results"]
+    assert row["budgets"][0]["median"] == 1.0 and row["evaluations_to_5"]["reached"] == 2

@@ -168,6 +168,20 @@ def test_the_streaming_form_is_for_explicit_vectors_only():
     assert broken({"stream_rows": 16, "x_vector": 4, "work_x": 8}, gpu)
 
 
+def test_a_streaming_group_whose_rings_outgrow_a_thread_stack_is_ruled_out():
+    """PoCL keeps every work-item's private ring of a group on one thread's stack: 1024
+    work-items of 8 KiB rings (F = 16, 64 columns) killed the process; 256 of them run."""
+    base = {"stream_rows": 64, "x_vector": 16, "work_x": 64, "tap_space": "constant"}
+    problem = {"filter_width": 16, "rank": 1}
+    assert SPACE.violations(SPACE.complete({**base, "local_x": 64, "local_y": 16}), problem, DEVICE)
+    assert SPACE.violations(
+        SPACE.complete({**base, "local_x": 32, "local_y": 8}), {**problem, "rank": 3}, DEVICE
+    )
+    fits = {**base, "local_x": 16, "local_y": 16}
+    assert not SPACE.violations(SPACE.complete(fits), problem, DEVICE)
+    check(fits, 16, 1, (64, 64))
+
+
 @pytest.mark.parametrize("tiles_down", [2, 4, 32])
 @pytest.mark.parametrize("rank", [1, 2])
 @pytest.mark.parametrize(

@@ -62,6 +62,7 @@ BAD_CONVOLVE = [
     (["{img}", "{img2}", "{file}"], "is a file: with several inputs OUT is a folder"),
     (["{batch}", "{tmp}/o.png", "--batch", "--out-dtype", "same"], "write them to .npy"),
     (["{img}", "{tmp}/o.npy", "--border", "mirror"], "--border applies to --mode same"),
+    (["{jpg}", "{tmp}/o.npy"], "not a .npy file; images are read from PNG and TIFF"),
 ]
 
 
@@ -70,9 +71,10 @@ def test_convolve_refuses_in_one_line_and_writes_nothing(tmp_path, image, args, 
     (tmp_path / "img2.npy").write_bytes(image.read_bytes())
     np.save(tmp_path / "batch.npy", np.zeros((2, 10, 12, 3), np.uint8))
     (tmp_path / "afile").write_text("keep")
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0")
     before = sorted(p.name for p in tmp_path.iterdir())
     names = {"img": image, "img2": tmp_path / "img2.npy", "file": tmp_path / "afile"}
-    names |= {"batch": tmp_path / "batch.npy", "tmp": tmp_path}
+    names |= {"batch": tmp_path / "batch.npy", "tmp": tmp_path, "jpg": tmp_path / "photo.jpg"}
     filled = [a.format(**{k: str(v) for k, v in names.items()}) for a in args]
     line = one_line_error(run_cli("convolve", *filled, "--filter", "box:3"))
     assert message in line

@@ -108,6 +108,8 @@ def load_npy(label: str, path: str) -> np.ndarray:
             f.seek(0)
             return np.load(f, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
+        if Path(path).suffix.lower() not in ("", ".npy") and Path(path).is_file():
+            raise UsageError(f"{label} {path}: not a .npy file; images are read from PNG and TIFF") from None
         raise UsageError(f"{label} {path} is not a readable .npy file: {exc}") from None
 
 

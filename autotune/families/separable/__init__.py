@@ -140,6 +140,10 @@ class Separable(KernelFamily):
             )
         if any(isinstance(w, tuple) for w in filter_widths):
             raise UsageError("the separable family tunes square filters: give widths F, not ROWSxF sizes")
+        for width in filter_widths:  # a kernel may sum more terms than that; a filter never needs them
+            too_high = [r for r in ranks or [] if isinstance(width, int) and r > width]
+            if too_high:
+                raise UsageError(f"a {width}x{width} filter has rank 1 to {width}, not {too_high[0]}")
         return [
             self.kind(check_filter_width(w), check_rank(r), **pixels)  # type: ignore[arg-type]
             for w in filter_widths

@@ -48,11 +48,6 @@ class SeparableProblem(FilteredImage, Problem):
 
     def __post_init__(self) -> None:
         check_pixels(self.dtype, self.out_dtype, self.border)
-        if type(self.rank) is not int or not 1 <= self.rank <= self.filter_width:
-            raise UsageError(
-                f"a {self.filter_width}x{self.filter_width} filter has rank 1 to {self.filter_width}, "
-                f"not {self.rank}"
-            )
         if self.anchor != -1 and not (self.same and 0 <= self.anchor < self.filter_width):
             raise UsageError(f"anchor must be -1 or a tap of the filter in 'same' output, got {self.anchor}")
         if self.anchor == self.filter_width // 2:  # the centre has one name: one problem, one key

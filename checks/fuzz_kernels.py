@@ -28,6 +28,7 @@ from autotune.outcomes import Status, TimingPolicy
 
 ONCE = TimingPolicy(min_runs=1, min_time_s=0.0, max_runs=1, max_time_s=0.5)
 SIZES = (1, 2, 3, 5, 7, 13, 17, 31, 64, 67, 130, 257)
+WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17, 25, 33)
 BORDERS = ("none", "constant", "replicate", "reflect", "mirror", "wrap")
 BAD = (Status.WRONG_RESULT, Status.CRASHED, Status.LAUNCH_ERROR, Status.TIMEOUT)
 
@@ -42,7 +43,7 @@ def draw_problem(family: Any, rng: random.Random) -> Any:
     while True:
         dtype = rng.choice(list(PIXEL_TYPES))
         border = rng.choice(BORDERS)
-        width = rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 11, 16, 17])
+        width = rng.choice(WIDTHS)
         key: dict[str, Any] = {
             "filter_width": width,
             "out_width": rng.choice(SIZES),

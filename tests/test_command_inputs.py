@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from autotune.files import write_file
 from tests.conftest import cli_json, run_cli
 
 
@@ -37,8 +38,12 @@ def test_output_through_a_link_replaces_the_file_it_names_and_keeps_the_link(tmp
 def test_output_onto_a_pipe_is_refused_and_the_pipe_stays(tmp_path, image):
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
-    line = one_line_error(run_cli("convolve", str(image), str(pipe), "--filter", "box:3"), code=1)
-    assert "not a regular file" in line
+    line = one_line_error(run_cli("convolve", str(image), str(pipe), "--filter", "box:3"))
+    assert "exists and is not a file" in line
+    assert pipe.is_fifo()
+    # and every file the tool writes (exports, reports) refuses one the same way
+    with pytest.raises(OSError, match="not a regular file"):
+        write_file(pipe, "text")
     assert pipe.is_fifo()
 
 

@@ -350,6 +350,9 @@ def convolve_command(
         if target.exists() and not target.is_dir():
             raise UsageError(f"{target} is a file: with several inputs OUT is a folder")
     outputs = [str(target / Path(p).name) if many else str(target) for p in inputs]
+    for output in map(Path, outputs):  # before any work: the write would refuse them anyway
+        if output.exists() and not output.resolve().is_file():
+            raise UsageError(f"{output} exists and is not a file: OUT names a file to write (or a folder)")
     if out_dtype == "float32" and any(Path(o).suffix.lower() == ".png" for o in outputs):
         raise UsageError("a PNG file holds 8- or 16-bit pixels: add --out-dtype same, or write .tif or .npy")
     if batch and any(is_image_file(o) for o in outputs):

@@ -383,6 +383,7 @@ def convolve(
         # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")
+        size = pixels_in.shape[:2]  # the padded image is what the 'valid' kernel reads
     device_index = _check_options(device, db)
 
     import pyopencl as cl

@@ -490,3 +490,16 @@ def test_images_past_int_indexing_run_in_bands(monkeypatch, tmp_path, algorithm)
     np.testing.assert_allclose(got, scipy_valid(image, filt), rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="more than one kernel can index"):
         autotune.convolve(np.zeros((8, 2000), np.float32), filt, db=f"sqlite:///{tmp_path / 'none.db'}")
+    # 'same' with a border: padded on the host, then the padded image runs 'valid' in bands
+    for border, scipy_mode in (("mirror", "mirror"), ("constant", "constant"), ("wrap", "wrap")):
+        same = autotune.convolve(
+            image,
+            filt,
+            mode="same",
+            border=border,
+            algorithm=algorithm,
+            db=f"sqlite:///{tmp_path / 'none.db'}",
+        )
+        exact = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode=scipy_mode)
+        assert same.shape == image.shape
+        np.testing.assert_allclose(same, exact, rtol=0, atol=1e-5)

@@ -87,6 +87,7 @@ class Convolver:
         except ValueError as error:
             raise ValueError(f"image_shape {image_shape!r}: {error}") from None
         filt = prepared_filter(filter, mode, flip)
+        runtime.check_border_value(border_value)
         self.filter_shape = filt.shape
         self.filter_width = filt.shape[1]
         self.image_shape = tuple(image_shape)
@@ -235,6 +236,11 @@ class Convolver:
             # checked, and converted where the kernel reads another type
             host = as_pixels(image, self._batch, self._double_precision)
             self.host_copies += host is not image
+            if not np.can_cast(host.dtype, self.dtype, "safe"):  # 300.0 into uint8 would wrap
+                raise TypeError(
+                    f"this Convolver filters {self.dtype} images, got {host.dtype}: "
+                    "make one for that type, or convert the image"
+                )
         elif self._double_precision and wants_double(host.dtype):
             check_float32_range("image", host)  # read as double, summed in float32
         if host.shape != self.image_shape:
@@ -301,6 +307,8 @@ class Convolver:
             raise TypeError("out must be a pyopencl Array when the image is one")
         else:
             _check_device_array("out", out, self.output_shape, self.context, self.output_dtype)
+            if out.base_data == image.base_data:  # read while written: outputs from changed pixels
+                raise ValueError("out must not be the image's own buffer: give another array")
         event = self._launch(image.base_data, out.base_data, wait_for=[*image.events, *out.events] or None)
         out.add_event(event)
         if wait:

@@ -367,9 +367,7 @@ def convolve(
         anchor=anchor,
         double_precision=double_precision,
     )
-    real = isinstance(border_value, np.number) and not isinstance(border_value, np.complexfloating)
-    if type(border_value) not in (int, float) and not real:
-        raise TypeError(f"border_value must be a number, got {border_value!r}")
+    check_border_value(border_value)
     padding = pixels.padding(filt.shape)
     if pixels.border == "none":
         check_image_shape(size, filt.shape)
@@ -444,6 +442,13 @@ def convolve(
     if batch and frames == 1:
         output = output[None]
     return as_result(output, pixels.result)
+
+
+def check_border_value(border_value: Any) -> None:
+    """A real number (not a bool, a string or a sequence that NumPy would take for one)."""
+    real = isinstance(border_value, np.number) and not isinstance(border_value, np.complexfloating)
+    if type(border_value) not in (int, float) and not real:
+        raise TypeError(f"border_value must be a number, got {border_value!r}")
 
 
 def _launch(plan: Any, problem: Any, buffers: dict[str, Any]) -> None:

@@ -109,6 +109,32 @@ def test_arrays_it_cannot_take_are_clear_errors(db):
         autotune.Convolver((45,), FULL_RANK, db=db)
     with pytest.raises(ValueError, match="smaller than"):
         autotune.Convolver((3, 3), FULL_RANK, db=db)
+    # 'same' output as large as the image: its own buffer as out would be read while written
+    in_place = autotune.Convolver(IMAGE.shape, FULL_RANK, mode="same", border="mirror", db=db)
+    shared = cl_array.to_device(in_place.queue, IMAGE)
+    with pytest.raises(ValueError, match="image's own buffer"):
+        in_place(shared, out=shared)
+    for value in (None, "x", [1], True):
+        with pytest.raises(TypeError, match="border_value must be a number"):
+            autotune.Convolver(IMAGE.shape, FULL_RANK, mode="same", border_value=value, db=db)
+
+
+def test_images_of_another_type_are_taken_only_where_no_value_changes(db):
+    """A uint8 Convolver given 300.0 would have stored 44 (wrapped); a float32 one given
+    uint8 pixels filters them as convolve() does."""
+    box = np.full((3, 3), 1 / 9, np.float32)
+    uint8 = autotune.Convolver(
+        (20, 20), box, dtype=np.uint8, out_dtype="same", mode="same", border="mirror", db=db
+    )
+    for image in (np.full((20, 20), 300.0, np.float32), np.full((20, 20), 256, np.uint16)):
+        with pytest.raises(TypeError, match="filters uint8 images"):
+            uint8(image)
+    assert uint8(np.full((20, 20), 200, np.uint8))[5, 5] == 200
+    pixels = RNG.integers(0, 256, IMAGE.shape).astype(np.uint8)
+    float32 = autotune.Convolver(IMAGE.shape, FULL_RANK, db=db)
+    np.testing.assert_allclose(
+        float32(pixels), autotune.convolve(pixels, FULL_RANK, db=db), rtol=0, atol=1e-3
+    )
 
 
 def test_its_kernel_is_fixed_when_built(tmp_path):

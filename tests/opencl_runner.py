@@ -4,11 +4,24 @@ launch rule, no code from the autotune package."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
+
+_KERNEL = re.compile(r"__kernel\b[^{;]*?\bvoid\s+(\w+)\s*\(([^)]*)\)")
+
+
+def kernel_signatures(source: str) -> dict[str, list[str]]:
+    """Each `__kernel void NAME(...)` of an OpenCL source, by name: its parameters as
+    declared, whitespace collapsed; what a host reads to set the kernel's arguments."""
+    return {
+        name: [" ".join(parameter.split()) for parameter in parameters.split(",")]
+        for name, parameters in _KERNEL.findall(source)
+    }
+
 
 _context: cl.Context | None = None
 _queue: cl.CommandQueue | None = None

@@ -17,7 +17,7 @@ from autotune.families.conv2d.render import generate
 from autotune.lookup import fastest_serving_any_data
 from autotune.store import Store
 from tests.conftest import ROOT, cli_json, run_cli
-from tests.opencl_runner import run_kernel, scipy_valid
+from tests.opencl_runner import kernel_signatures, run_kernel, scipy_valid
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +244,65 @@ def test_export_of_a_literal_best_needs_the_filter_or_falls_back(literal_best_db
     _, manifest, run = exported(tmp_path / "baked", "--filter", str(tmp_path / "f.npy"))
     assert manifest["config"]["filter_space"] == "literal" and manifest["filter_compiled_in"]
     np.testing.assert_allclose(run(np.zeros_like(filt)), scipy_valid(image, filt), atol=2e-5)
+
+
+@pytest.fixture(scope="module")
+def kinds_db(tmp_path_factory):
+    """Kernels of other kinds: uint8 in and out with a border, uint16 with 3 channels and a
+    4x2 filter, and the separable family."""
+    path = tmp_path_factory.mktemp("db") / "kinds.db"
+    common = ("search", "-d", "0", "-s", "32x24", "--trials", "3", "--sampler", "random", "--db", url(path))
+    for kind in (
+        ("-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror"),
+        ("-f", "4x2", "--dtype", "uint16", "--channels", "3", "--border", "reflect"),
+        ("--family", "separable", "-f", "5"),
+    ):
+        result = run_cli(*common, *kind)
+        assert result.returncode == 0, result.stderr
+    return path
+
+
+def test_manifest_arguments_are_the_kernel_signature(tuned_db, literal_best_db, kinds_db, tmp_path):
+    """A host sets a kernel's arguments from its manifest: the `arguments` list is each
+    kernel's parameter list as the .cl declares it, for every pixel type, filter space,
+    filter compiled in or not, and the separable family."""
+    exports = {
+        "float32": (tuned_db, ()),
+        "literal": (literal_best_db, ("-f", "3", "--filter", "box:3")),
+        "uint8": (kinds_db, ("--dtype", "uint8", "--out-dtype", "same", "--border", "mirror")),
+        "uint16": (kinds_db, ("--dtype", "uint16", "--channels", "3", "--border", "reflect")),
+        "separable": (kinds_db, ("--family", "separable")),
+    }
+    arguments = {}
+    for name, (db, options) in exports.items():
+        out = tmp_path / name
+        result = run_cli(
+            "export", "-d", "0", "--out", str(out), "--format", "cl,json", *options, "--db", url(db)
+        )
+        assert result.returncode == 0, result.stderr
+        for path in sorted(out.glob("*.json")):
+            manifest = json.loads(path.read_text())
+            launches = {
+                launch["kernel_name"]: launch["arguments"] for launch in manifest.get("launches", [manifest])
+            }
+            assert kernel_signatures((out / manifest["source"]).read_text()) == launches, path.name
+            arguments[f"{name}/{path.stem}"] = [a for launch in launches.values() for a in launch]
+    assert {
+        "float32/convolve_f3",
+        "float32/convolve_f4",
+        "literal/convolve_f3",
+        "separable/separable_f5_r1",
+        "uint16/convolve_f4x2_uint16_float32_reflect_3ch",
+        "uint8/convolve_f3_uint8_uint8_mirror",
+    } <= set(arguments)
+    assert "__global const uchar * restrict input" in arguments["uint8/convolve_f3_uint8_uint8_mirror"]
+    assert "__global uchar * restrict output" in arguments["uint8/convolve_f3_uint8_uint8_mirror"]
+    assert (
+        "__global const ushort * restrict input"
+        in arguments["uint16/convolve_f4x2_uint16_float32_reflect_3ch"]
+    )
+    assert arguments["literal/convolve_f3"][1].endswith(" * restrict unused_filter")  # compiled in: ignored
+    assert not any("SPACE" in a for launch in arguments.values() for a in launch)
 
 
 def test_export_refuses_what_was_not_tuned(tuned_db, tmp_path):

@@ -27,25 +27,12 @@ from autotune.families.conv2d.render import (
     check_filter_width,
     generate,
     keeps_edge_tile,
+    kernel_parameters,
     literal_filter,
 )
 from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
 from autotune.space import Config
 
-# What exported kernels look like to a host program (DESIGN.md's kernel ABI).
-ABI = (
-    "__global const float *input",
-    "FILTER_SPACE const float *filter",
-    "__global float *output",
-    "const int in_width",
-    "const int out_width",
-    "const int out_height",
-    "const int filter_width",
-)
-# 'same' kernels (a border) take one more, and have the manifest's `anchor` compiled in;
-# input and output are of its `dtype` and `out_dtype` (OpenCL uchar, ushort, short,
-# half or float).
-SAME_ABI = ("const float border_value",)
 # What a 'same' kernel lent to 'valid' output drops with its edge work-groups.
 NO_EDGE_ITEMS = {"edge_outputs_per_item": 1, "adjacent_edge_outputs": False}
 # How a host launches a kernel whose edge outputs have work-groups of their own.
@@ -422,7 +409,11 @@ class Conv2D(KernelFamily):
             "batch": key.get("batch", False),
             # True: the taps are in the source and the filter argument is ignored.
             "filter_compiled_in": literal_filter(variant.config),
-            "arguments": list(ABI) + (list(SAME_ABI) if border != "none" else []),
+            # The kernel's parameters as its source declares them (input and output of `dtype`
+            # and `out_dtype`; 'same' kernels take border_value last).
+            "arguments": kernel_parameters(
+                variant.config, key.get("dtype", "float32"), key.get("out_dtype", "float32"), border
+            ),
             "launch": LAUNCH,
             **(
                 {

@@ -45,6 +45,29 @@ def literal_filter(config: Config) -> bool:
     return config.get("filter_space") == "literal"
 
 
+def filter_type(config: Config) -> str:
+    """The address space and type of the filter argument (literal kernels ignore it)."""
+    return "__constant float" if config["filter_space"] == "constant" else "__global const float"
+
+
+def kernel_parameters(
+    config: Config, dtype: str = "float32", out_dtype: str = "float32", border: str = "none"
+) -> list[str]:
+    """The kernel's parameters as its source declares them: the template writes these and
+    the export manifest lists them, so a host program reads the signature the kernel has."""
+    filter_name = "unused_filter" if literal_filter(config) else "filter"
+    return [
+        f"__global const {PIXEL_TYPES[dtype]} * restrict input",
+        f"{filter_type(config)} * restrict {filter_name}",
+        f"__global {PIXEL_TYPES[out_dtype]} * restrict output",
+        "const int in_width",
+        "const int out_width",
+        "const int out_height",
+        "const int filter_width",
+        *(["const float border_value"] if border != "none" else []),
+    ]
+
+
 def _filter_rows(taps: Any, filter_shape: tuple[int, int]) -> list[str]:
     values = np.asarray(taps, dtype=np.float32)
     if values.shape != filter_shape:
@@ -92,10 +115,9 @@ def generate(
         raise UsageError("filter_space=literal compiles the filter's values into the kernel: give the filter")
     # Every knob reaches the template under its own name; these are the values derived
     # from them (templates/conv2d.cl.j2 lists what each one means).
-    filter_type = "__constant float" if config["filter_space"] == "constant" else "__global const float"
     filter_local = config["filter_space"] == "local"
     # Rows of taps are read through a pointer of this type (a literal table is __constant).
-    filter_row_type = "__local const float" if filter_local else filter_type
+    filter_row_type = "__local const float" if filter_local else filter_type(config)
     if literal:
         filter_row_type = "__constant float"
     tile_pitch = config["local_x"] * config["work_x"] + (filter_width - 1) * channels
@@ -104,7 +126,7 @@ def generate(
         config_json=json.dumps(space.comment_config(config), sort_keys=True),
         kernel_name=KERNEL_NAME,
         filter_width=filter_width,
-        filter_type=filter_type,
+        parameters=kernel_parameters(config, dtype, out_dtype, border),
         filter_rows="filter_copy" if filter_local else "filter",
         filter_row_type=filter_row_type,
         filter_values=_filter_rows(taps, (rows, filter_width)) if literal else None,

@@ -21,43 +21,16 @@ from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
 from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
 from autotune.families.separable.problem import MAX_RANK, SeparableProblem
-from autotune.families.separable.render import SPACE_FILE, TEMPLATE_FILE, check_rank, generate, literal_taps
+from autotune.families.separable.render import (
+    SPACE_FILE,
+    TEMPLATE_FILE,
+    check_rank,
+    generate,
+    kernel_parameters,
+    literal_taps,
+)
 from autotune.families.separable.terms import separable_terms
 from autotune.space import Config
-
-# What exported kernels look like to a host program; input and output are of the
-# manifest's `dtype` and `out_dtype` (OpenCL uchar, ushort, short, half or float), and
-# 'same' kernels take `border_value` last.
-ABI = (
-    "__global const float *input",
-    "TAP_SPACE const float *row_taps",
-    "TAP_SPACE const float *column_taps",
-    "__global float *output",
-    "const int in_width",
-    "const int in_height",
-    "const int out_width",
-    "const int out_height",
-)
-
-# passes = 2: the row pass, then the column pass, sharing a scratch buffer `rows`.
-PASSES_ABI = (
-    (
-        "__global const float *input",
-        "TAP_SPACE const float *row_taps",
-        "__global float *rows",
-        "const int in_width",
-        "const int in_height",
-        "const int out_width",
-    ),
-    (
-        "__global const float *rows",
-        "TAP_SPACE const float *column_taps",
-        "__global float *output",
-        "const int in_height",
-        "const int out_width",
-        "const int out_height",
-    ),
-)
 
 
 def scratch_pitch(out_width: int) -> int:
@@ -272,7 +245,7 @@ class Separable(KernelFamily):
 
     def steps(self, variant: KernelVariant, problem: Problem, buffers: Mapping[str, Any]) -> list[Step]:
         """One launch, or with passes = 2 the row pass into the `rows` scratch buffer and
-        the column pass from it (ABI: PASSES_ABI)."""
+        the column pass from it (render.kernel_parameters)."""
         if not variant.later_launches:
             return super().steps(variant, problem, buffers)
         assert isinstance(problem, SeparableProblem)
@@ -358,10 +331,13 @@ class Separable(KernelFamily):
     @staticmethod
     def _launch_fields(variant: KernelVariant, border: str) -> dict[str, Any]:
         """How a host runs it: one kernel, or (passes = 2) two in order with the scratch
-        buffer between them."""
+        buffer between them; each with its parameters as the source declares them."""
+        key = variant.render_key
+        dtypes = (key.get("dtype", "float32"), key.get("out_dtype", "float32"))
+        parameters = kernel_parameters(variant.config, *dtypes, border)
         if not variant.later_launches:
             return {
-                "arguments": list(ABI) + (["const float border_value"] if border != "none" else []),
+                "arguments": parameters[variant.kernel_name],
                 "launch": LAUNCH,
             }
         row_pass, column_pass = variant.launches
@@ -377,11 +353,11 @@ class Separable(KernelFamily):
                     "local_size": list(launch.local_size),
                     "work_per_item": list(launch.work_per_item),
                     "extent": extent,
-                    "arguments": list(arguments) + (["const float border_value"] if border != "none" else []),
+                    "arguments": parameters[launch.kernel_name],
                 }
-                for launch, extent, arguments in (
-                    (row_pass, ["out_width", "scratch_rows"], PASSES_ABI[0]),
-                    (column_pass, ["out_width", "out_height"], PASSES_ABI[1]),
+                for launch, extent in (
+                    (row_pass, ["out_width", "scratch_rows"]),
+                    (column_pass, ["out_width", "out_height"]),
                 )
             ],
             "launch": "each launch in order on one queue: "

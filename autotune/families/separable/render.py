@@ -35,6 +35,46 @@ def literal_taps(config: Config) -> bool:
     return config.get("tap_space") == "literal"
 
 
+def kernel_parameters(
+    config: Config, dtype: str = "float32", out_dtype: str = "float32", border: str = "none"
+) -> dict[str, list[str]]:
+    """Each kernel's parameters as its source declares them, by kernel name (the one-launch
+    kernel's, or with passes = 2 the row and column passes'): the templates write these and
+    the export manifest lists them, so a host program reads the signatures the kernels have."""
+    taps = "__constant float" if config["tap_space"] == "constant" else "__global const float"
+    unused = "unused_" if literal_taps(config) else ""
+    row_taps, column_taps = f"{taps} * restrict {unused}row_taps", f"{taps} * restrict {unused}column_taps"
+    pixels, out = PIXEL_TYPES[dtype], PIXEL_TYPES[out_dtype]
+    border_value = ["const float border_value"] if border != "none" else []
+    if int(config["passes"]) != 2:
+        return {
+            KERNEL_NAME: [
+                f"__global const {pixels} * restrict input",
+                row_taps,
+                column_taps,
+                f"__global {out} * restrict output",
+                *("const int in_width", "const int in_height", "const int out_width", "const int out_height"),
+                *border_value,
+            ]
+        }
+    return {
+        ROWS_KERNEL: [
+            f"__global const {pixels} * restrict input",
+            row_taps,
+            "__global float * restrict rows",
+            *("const int in_width", "const int in_height", "const int out_width"),
+            *border_value,
+        ],
+        COLUMNS_KERNEL: [
+            "__global const float * restrict rows",
+            column_taps,
+            f"__global {out} * restrict output",
+            *("const int in_height", "const int out_width", "const int out_height"),
+            *border_value,
+        ],
+    }
+
+
 def _tap_rows(taps: Any, rank: int, filter_width: int, name: str) -> list[list[str]]:
     values = np.asarray(taps, dtype=np.float32)
     if values.shape != (rank, filter_width):
@@ -89,7 +129,7 @@ def generate(
         term_groups=term_groups,
         row_plan=row_plan,
         column_plan=column_plan,
-        tap_type="__constant float" if config["tap_space"] == "constant" else "__global const float",
+        parameters=kernel_parameters(config, dtype, out_dtype, border),
         row_values=_tap_rows(taps[0], rank, filter_width, "row taps") if literal and taps else None,
         column_values=_tap_rows(taps[1], rank, filter_width, "column taps") if literal and taps else None,
         pixel_type=PIXEL_TYPES[dtype],

@@ -17,18 +17,66 @@ from autotune.families.image import PIXEL_TYPES, border_name
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+def is_int(value: Any) -> bool:
+    """Whether `value` is an integer (NumPy's too), not a bool: True is not a size."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """`value` as a bool; TypeError for anything but True or False (NumPy's too): a
+    string such as "no" would read as true."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_real(name: str, dtype: np.dtype) -> None:
+    """TypeError for pixels of `dtype` that are not real numbers (kernels sum them)."""
+    if dtype.kind in "cOSUVMm" or dtype == np.bool_:
+        raise TypeError(f"{name} must hold real numbers, got dtype {dtype}")
+
+
+def as_shape(name: str, shape: Any) -> tuple[int, ...]:
+    """An image's shape as a caller names it (`plan`, `Convolver`): a tuple or list of
+    ints, each at least 1 (an image with a side of 0 is empty, as `convolve` says)."""
+    if not isinstance(shape, tuple | list) or not all(is_int(n) for n in shape):
+        raise TypeError(f"{name} must be a tuple of positive ints, got {shape!r}")
+    sides = tuple(int(n) for n in shape)
+    if any(n < 0 for n in sides):
+        raise ValueError(f"{name} must be a tuple of positive ints, got {sides!r}")
+    check_not_empty("image", sides)
+    return sides
+
+
+def check_not_empty(name: str, shape: tuple[int, ...]) -> None:
+    """ValueError for an array of this shape that holds no values."""
+    if 0 in shape:
+        raise ValueError(f"{name} is empty (shape {shape})")
+
+
+def as_filter_shape(filter_size: Any) -> tuple[int, int]:
+    """(rows, F) of a filter named by its size, F (square) or (rows, F), checked as a
+    filter given by its taps is."""
+    sides = tuple(filter_size) if isinstance(filter_size, tuple | list) else (filter_size, filter_size)
+    if not all(is_int(n) for n in sides):
+        raise TypeError(f"filter_size must be F or (rows, F) of ints, got {filter_size!r}")
+    if len(sides) != 2:
+        raise ValueError(f"filter_size must be F or (rows, F), got {filter_size!r}")
+    shape = (int(sides[0]), int(sides[1]))
+    check_filter_shape(shape)
+    return shape
+
+
 def as_image(name: str, array: Any, batch: bool | None = None) -> np.ndarray:
     """A real array as float32, checked: 2-D (a filter), or with `batch` given an image
     or a batch of them (see `layout`)."""
     array = np.asarray(array)
-    if array.dtype.kind in "cOSUVMm" or array.dtype == np.bool_:
-        raise TypeError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    check_real(name, array.dtype)
     if batch is not None:
         layout(array.shape, batch)
     elif array.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got shape {array.shape}")
-    if array.size == 0:
-        raise ValueError(f"{name} is empty (shape {array.shape})")
+    check_not_empty(name, array.shape)
     if array.dtype.kind == "f" and array.dtype.itemsize > 4:
         check_float32_range(name, array)
     return np.ascontiguousarray(array, dtype=np.float32)
@@ -52,6 +100,7 @@ def check_float32_range(name: str, array: np.ndarray) -> None:
 def layout(shape: tuple[int, ...], batch: bool = False) -> tuple[int, tuple[int, int], int]:
     """(frames, (H, W), channels) of an image, (H, W) or (H, W, C), or with `batch` of a
     batch of them, (N, H, W) or (N, H, W, C); ValueError for another shape."""
+    batch = check_flag("batch", batch)
     shape = tuple(shape)
     if batch and len(shape) not in (3, 4):
         raise ValueError(f"a batch must be (N, H, W) or (N, H, W, C), got shape {shape}")
@@ -135,21 +184,19 @@ def pixels_of(
     as OpenCV's ddepth=-1). `anchor`: cv2's (x, y), for mode="same"."""
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
+    flip = check_flag("flip", flip)
     if anchor is not None:
         if mode != "same":
             raise ValueError(
                 "anchor places the filter over each output of mode='same'; 'valid' output has none"
             )
-        if not (
-            isinstance(anchor, tuple | list)
-            and len(anchor) == 2
-            and all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in anchor)
-        ):
+        if not (isinstance(anchor, tuple | list) and len(anchor) == 2 and all(is_int(a) for a in anchor)):
             raise TypeError(
                 f"anchor must be (x, y): the filter's column and row over each output, got {anchor!r}"
             )
         anchor = (int(anchor[0]), int(anchor[1]))
     dtype = np.dtype(dtype)
+    check_real("image", dtype)
     native = native_type(dtype, double_precision)
     if isinstance(out_dtype, str) and out_dtype == "same" or (type(out_dtype) is int and out_dtype == -1):
         result = dtype
@@ -177,13 +224,16 @@ def prepared_filter(filter: Any, mode: str, flip: bool) -> np.ndarray:  # noqa: 
     """The taps a kernel correlates with (flipped for a true convolution), checked:
     rows x F, any rows and F from 1 to 255."""
     filt = as_image("filter", filter)
-    if max(filt.shape) > MAX_FILTER_WIDTH:
-        raise ValueError(
-            f"filter {shape_text(filt.shape)}: each side must be from 1 to {MAX_FILTER_WIDTH} taps"
-        )
+    check_filter_shape(filt.shape)
     if mode not in ("valid", "same"):
         raise ValueError(f"mode must be 'valid' or 'same', got {mode!r}")
     return np.ascontiguousarray(filt[::-1, ::-1]) if flip else filt
+
+
+def check_filter_shape(shape: tuple[int, ...]) -> None:
+    """ValueError for a filter of a side the kernels do not take."""
+    if min(shape) < 1 or max(shape) > MAX_FILTER_WIDTH:
+        raise ValueError(f"filter {shape_text(shape)}: each side must be from 1 to {MAX_FILTER_WIDTH} taps")
 
 
 def same_padding(

@@ -21,6 +21,8 @@ import autotune.runtime as runtime
 from autotune.call_arguments import (
     as_pixels,
     as_result,
+    as_shape,
+    check_flag,
     check_float32_range,
     check_image_shape,
     layout,
@@ -79,9 +81,8 @@ class Convolver:
         zero_copy: bool = True,
         chunks: int = 1,
     ) -> None:
-
-        if not isinstance(image_shape, tuple) or not all(type(n) is int and n > 0 for n in image_shape):
-            raise ValueError(f"image_shape must be a tuple of positive ints, got {image_shape!r}")
+        image_shape = as_shape("image_shape", image_shape)
+        zero_copy = check_flag("zero_copy", zero_copy)
         try:
             frames, size, channels = layout(image_shape, batch)
         except ValueError as error:

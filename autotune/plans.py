@@ -1,7 +1,6 @@
 """Plans: what `convolve()` and `Convolver` set up before they touch an image (the
 kernel chosen from the database, compiled, and the filter's taps on the device), kept
-per process so a repeated call neither looks the kernel up nor compiles it. `plan()`
-says which kernel a call would run, refusing the arguments `convolve()` refuses.
+per process so a repeated call neither looks the kernel up nor compiles it.
 
 A plan is keyed by everything the choice depends on: the device, the database URL,
 the filter's shape and values (by a digest), the image's size, pixel types, channels,
@@ -48,15 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import autotune.runtime as runtime
-from autotune.call_arguments import (
-    Pixels,
-    as_filter_shape,
-    as_shape,
-    check_flag,
-    check_image_shape,
-    layout,
-    pixels_of,
-)
+from autotune.call_arguments import Pixels, check_flag
 from autotune.devices import DeviceInfo
 from autotune.families import KernelFamily, KernelVariant, get_family
 from autotune.host_memory import host_alignment, page_locked
@@ -131,60 +122,6 @@ def prepared(
         while len(_plans) > PLAN_CACHE_SIZE:
             _plans.popitem(last=False)
     return plan
-
-
-def plan(
-    image_shape: tuple[int, ...],
-    filter_size: int | tuple[int, int],
-    *,
-    device: int = 0,
-    db: str | None = None,
-    filter: Any = None,  # noqa: A002 - the name users expect
-    algorithm: str = "auto",
-    specialise: bool = False,
-    mode: str = "valid",
-    border: Any = "constant",
-    dtype: Any = np.float32,
-    out_dtype: Any = np.float32,
-    batch: bool = False,
-    anchor: tuple[int, int] | None = None,
-    flip: bool = False,
-) -> Choice:
-    """The kernel `convolve` would use for an image of this shape ((H, W) or (H, W, C);
-    with `batch`, (N, H, W) or (N, H, W, C)) and dtype, and a filter of `filter_size`:
-    F (F x F) or (rows, F); `anchor` and `flip` as `convolve` takes them (a flipped
-    filter of even size is anchored one tap earlier, so it is another kernel).
-
-    Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
-    says which form answered, `.reason` why, `.compared` the times weighed.
-
-    An image shape, filter size, pixel type, border, anchor or flag that `convolve`
-    would refuse is refused here too, with its error (before the device is opened)."""
-    shape = as_shape("image_shape", image_shape)
-    frames, size, channels = layout(shape, batch)
-    filter_shape = as_filter_shape(filter_size)
-    pixels = pixels_of(
-        dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
-    )
-    pixels.padding(filter_shape)  # an anchor outside the filter
-    if pixels.border == "none":
-        check_image_shape(size, filter_shape)
-    return runtime.plan(
-        shape,
-        filter_shape,
-        device=device,
-        db=db,
-        filter=filter,
-        algorithm=algorithm,
-        specialise=check_flag("specialise", specialise),
-        mode=mode,
-        border=border,
-        dtype=dtype,
-        out_dtype=out_dtype,
-        batch=batch,
-        anchor=anchor,
-        flip=flip,
-    )
 
 
 def _build(

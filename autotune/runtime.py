@@ -32,8 +32,11 @@ import numpy as np
 
 from autotune.call_arguments import (
     Pixels,
+    as_filter_shape,
     as_pixels,
     as_result,
+    as_shape,
+    check_flag,
     check_image_shape,
     layout,
     pixels_of,
@@ -172,17 +175,23 @@ def plan(
     filter of even size is anchored one tap earlier, so it is another kernel).
 
     Without `filter` only the direct form is considered (its rank is unknown). `.algorithm`
-    says which form answered, `.reason` why, `.compared` the times weighed."""
+    says which form answered, `.reason` why, `.compared` the times weighed. What `convolve`
+    would refuse is refused here too, with its error, before the device is opened."""
+    shape = as_shape("image_shape", image_shape)
+    frames, image_size, channels = layout(shape, batch)
+    filter_shape = as_filter_shape(filter_size)
+    pixels = pixels_of(
+        dtype, out_dtype, mode, border, flip=flip, channels=channels, frames=frames, anchor=anchor
+    )
+    padding = pixels.padding(filter_shape)  # refuses an anchor outside the filter
+    if pixels.border == "none":
+        check_image_shape(image_size, filter_shape)
+    specialise = check_flag("specialise", specialise)
     device = _check_options(device, db)
     info, _, _ = _context(device)
     taps = None if filter is None else prepared_filter(filter, "valid", flip)
-    sides = (filter_size, filter_size) if isinstance(filter_size, int) else tuple(filter_size)
-    if len(sides) != 2 or not all(type(n) is int and n > 0 for n in sides):
-        raise ValueError(f"filter_size must be F or (rows, F) of positive ints, got {filter_size!r}")
-    filter_shape = (sides[0], sides[1])
     if taps is not None and taps.shape != filter_shape:
         raise ValueError(f"the filter is {shape_text(taps.shape)}, not {shape_text(filter_shape)}")
-    frames, image_size, channels = layout(image_shape, batch)
     pixels = pixels_of(
         dtype,
         out_dtype,
@@ -194,6 +203,10 @@ def plan(
         anchor=anchor,
         double_precision=info.double_precision,
     )
+    if pixels.border != "none" and frames == 1 and past_indexing(image_size, filter_shape, channels):
+        # as convolve() runs it: padded on the host, then 'valid' in bands
+        image_size = tuple(n + sum(pad) for n, pad in zip(image_size, padding, strict=True))
+        pixels = dataclasses.replace(pixels, border="none")
     return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]
 
 

@@ -562,3 +562,7 @@ def test_images_past_int_indexing_run_in_bands(monkeypatch, tmp_path, algorithm)
         exact = ndimage.correlate(image.astype(np.float64), filt.astype(np.float64), mode=scipy_mode)
         assert same.shape == image.shape
         np.testing.assert_allclose(same, exact, rtol=0, atol=1e-5)
+    planned = autotune.plan(
+        image.shape, 5, mode="same", border="mirror", db=f"sqlite:///{tmp_path / 'none.db'}"
+    )
+    assert planned.problem.border == "none" and planned.problem.out_width == image.shape[1]

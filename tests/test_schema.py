@@ -14,6 +14,7 @@ from autotune.devices import device_info
 from autotune.families.conv2d import CONV2D
 from autotune.store import SCHEMA_HEAD, VERSION_TABLE
 from tests.conftest import cli_json, run_cli
+from tests.opencl_runner import kernel_signatures
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIRST = FIXTURES / "schema_0001.db"
@@ -181,6 +182,11 @@ def test_second_schema_keeps_every_row_and_answers_as_before(tmp_path):
                 for manifest in (old, new):
                     del manifest["device"]  # this machine's, not the fixture's
                 old["config"] = today(old["config"])
+                # the arguments: the kernel's parameters as its source declares them (0.1.0
+                # wrote a placeholder for the filter's address space)
+                source = new_file.with_suffix(".cl").read_text()
+                assert new.pop("arguments") == kernel_signatures(source)[new["kernel_name"]]
+                assert len(old.pop("arguments")) == len(kernel_signatures(source)[new["kernel_name"]])
                 assert new == old
             elif old_file.suffix == ".h":
                 # the header has a device table now: the same kernels, as device 0's entries,

@@ -213,7 +213,12 @@ def best(
         emit("best", {"kernels": records})
         return
     if not records:
-        console.print("no tuned kernels yet (run `autotune search`)")
+        narrowed = pixels or size_text or ranks or filter_size is not None or device_index is not None
+        console.print(
+            "no tuned kernel for these options"
+            if narrowed
+            else "no tuned kernels yet (run `autotune search`)"
+        )
         return
     if device_index is not None and filter_size is not None:
         for r in records:

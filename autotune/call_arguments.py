@@ -30,6 +30,13 @@ def check_flag(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def check_border_value(border_value: Any) -> None:
+    """A real number (not a bool, a string or a sequence that NumPy would take for one)."""
+    real = isinstance(border_value, np.number) and not isinstance(border_value, np.complexfloating)
+    if type(border_value) not in (int, float) and not real:
+        raise TypeError(f"border_value must be a number, got {border_value!r}")
+
+
 def check_real(name: str, dtype: np.dtype) -> None:
     """TypeError for pixels of `dtype` that are not real numbers (kernels sum them)."""
     if dtype.kind in "cOSUVMm" or dtype == np.bool_:

@@ -22,6 +22,7 @@ from autotune.call_arguments import (
     as_pixels,
     as_result,
     as_shape,
+    check_border_value,
     check_flag,
     check_float32_range,
     check_image_shape,
@@ -88,10 +89,10 @@ class Convolver:
         except ValueError as error:
             raise ValueError(f"image_shape {image_shape!r}: {error}") from None
         filt = prepared_filter(filter, mode, flip)
-        runtime.check_border_value(border_value)
+        check_border_value(border_value)
         self.filter_shape = filt.shape
         self.filter_width = filt.shape[1]
-        self.image_shape = tuple(image_shape)
+        self.image_shape = image_shape
         self.mode = mode
         self._batch = batch
         self._double_precision = runtime._reads_double(dtype, device, db)

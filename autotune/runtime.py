@@ -36,6 +36,7 @@ from autotune.call_arguments import (
     as_pixels,
     as_result,
     as_shape,
+    check_border_value,
     check_flag,
     check_image_shape,
     layout,
@@ -203,8 +204,7 @@ def plan(
         anchor=anchor,
         double_precision=info.double_precision,
     )
-    if pixels.border != "none" and frames == 1 and past_indexing(image_size, filter_shape, channels):
-        # as convolve() runs it: padded on the host, then 'valid' in bands
+    if padded_on_host(pixels, image_size, filter_shape, channels, frames):
         image_size = tuple(n + sum(pad) for n, pad in zip(image_size, padding, strict=True))
         pixels = dataclasses.replace(pixels, border="none")
     return _plan(image_size, filter_shape, info, db, taps, algorithm, specialise, pixels)[0]
@@ -384,14 +384,12 @@ def convolve(
     padding = pixels.padding(filt.shape)
     if pixels.border == "none":
         check_image_shape(size, filt.shape)
-    too_large = past_indexing(size, filt.shape, channels)
-    if frames > 1 and too_large:
+    if frames > 1 and past_indexing(size, filt.shape, channels):
         raise ValueError(
             f"a frame of {math.prod(size) * channels} values is more than one kernel can index: "
             "convolve the frames one by one"
         )
-    if pixels.border != "none" and too_large:
-        # Too large for one launch's int indices: pad on the host and run 'valid' in bands.
+    if padded_on_host(pixels, size, filt.shape, channels, frames):
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")
         size = pixels_in.shape[:2]  # the padded image is what the 'valid' kernel reads
@@ -457,13 +455,6 @@ def convolve(
     return as_result(output, pixels.result)
 
 
-def check_border_value(border_value: Any) -> None:
-    """A real number (not a bool, a string or a sequence that NumPy would take for one)."""
-    real = isinstance(border_value, np.number) and not isinstance(border_value, np.complexfloating)
-    if type(border_value) not in (int, float) and not real:
-        raise TypeError(f"border_value must be a number, got {border_value!r}")
-
-
 def _launch(plan: Any, problem: Any, buffers: dict[str, Any]) -> None:
     """Set a plan's kernels' arguments and queue them (one launcher serves every thread)."""
     with _lock:
@@ -472,6 +463,14 @@ def _launch(plan: Any, problem: Any, buffers: dict[str, Any]) -> None:
 
 
 MAX_INDEXED = 2**31 - 1  # the most values a kernel's int indices reach
+
+
+def padded_on_host(
+    pixels: Pixels, size: tuple[int, int], filter_shape: tuple[int, ...], channels: int, frames: int
+) -> bool:
+    """Whether a 'same' call is too large for one launch's int indices, so that `convolve`
+    pads the image on the host and runs 'valid' in bands (and `plan` answers for that)."""
+    return pixels.border != "none" and frames == 1 and past_indexing(size, filter_shape, channels)
 
 
 def past_indexing(size: tuple[int, int], filter_shape: tuple[int, ...], channels: int) -> bool:

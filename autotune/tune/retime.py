@@ -30,14 +30,16 @@ def retime_candidates(
     first measurement is within `within` of the fastest, `max(top, most)` in all."""
     ranked = sorted((t for t in ok if t.time_ms is not None), key=lambda t: t.time_ms or 0.0)
     candidates: list[Trial] = []
+    seen: set[str] = set()
     for trial in ranked:
-        if trial.config_key in {c.config_key for c in candidates}:
+        if trial.config_key in seen:
             continue
         if len(candidates) >= max(top, most):
             break
         if len(candidates) >= top and (trial.time_ms or 0.0) > (ranked[0].time_ms or 0.0) * (1.0 + within):
             break
         candidates.append(trial)
+        seen.add(trial.config_key)
     return candidates
 
 

@@ -3,6 +3,7 @@ created or replaced; and the files a command writes never replace what is not a 
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -131,6 +132,18 @@ def test_best_lists_by_the_problem_options_and_refuses_bad_ones(tuned):
     assert "--rank is for --family separable" in one_line_error(
         run_cli("best", "-f", "3", "--rank", "2", "--db", url)
     )
+
+
+def test_best_with_a_pixel_option_at_its_default_lists_those_problems_only(tuned, tmp_path):
+    path = tmp_path / "two.db"
+    shutil.copy(tuned, path)
+    url = f"sqlite:///{path}"
+    cli_json("search", "-d", "0", "-f", "3", "-s", "64x64", "--trials", "2", "--dtype", "uint8", "--db", url)
+    assert len(cli_json("best", "--db", url)["kernels"]) == 2
+    assert len(cli_json("best", "--border", "none", "--db", url)["kernels"]) == 2
+    (float_kernel,) = cli_json("best", "--dtype", "float32", "--db", url)["kernels"]
+    (byte_kernel,) = cli_json("best", "--dtype", "uint8", "--db", url)["kernels"]
+    assert float_kernel["dtype"] == "float32" and byte_kernel["dtype"] == "uint8"
 
 
 def test_out_of_range_numbers_are_usage_errors(tuned, tmp_path):

@@ -10,9 +10,11 @@ import click
 from rich.markup import escape
 
 from autotune.cli.options import (
+    PIXEL_DEFAULTS,
     db_option,
     family_option,
     family_options,
+    given_pixels,
     json_option,
     open_store,
     parse_ranks,
@@ -186,6 +188,7 @@ def best(
         # The options name problems as they do for `search`: refused alike, then a filter.
         family.problems_of(family.kinds([filter_size or 3], ranks, pixels), (256, 256))
         wanted_size = tuple(parse_image_size(size_text)) if size_text else None
+        wanted = given_pixels(pixels)
         mine_id = None
         if device_index is not None:
             row = store.device_row(device_info(device_index).fingerprint)
@@ -200,7 +203,7 @@ def best(
                 continue
             if ranks and key.get("rank") not in ranks:
                 continue
-            if any(key.get(field) != value for field, value in pixels.items()):
+            if any(key.get(field, PIXEL_DEFAULTS[field]) != value for field, value in wanted.items()):
                 continue
             if wanted_size is not None and tuple(problem.size) != wanted_size:
                 continue

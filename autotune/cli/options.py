@@ -138,6 +138,15 @@ def pixel_options(function: Any) -> Any:
     return with_pixels
 
 
+PIXEL_DEFAULTS: dict[str, Any] = {
+    "dtype": "float32",
+    "out_dtype": "float32",
+    "border": "none",
+    "channels": 1,
+    "frames": 1,
+}
+
+
 def parse_pixels(
     dtype: str, out_dtype: str, border: str, channels: int = 1, frames: int = 1
 ) -> dict[str, Any]:
@@ -152,8 +161,21 @@ def parse_pixels(
         "channels": channels,
         "frames": frames,
     }
-    defaults = {"dtype": "float32", "out_dtype": "float32", "border": "none", "channels": 1, "frames": 1}
-    return {k: v for k, v in pixels.items() if v != defaults[k]}
+    return {k: v for k, v in pixels.items() if v != PIXEL_DEFAULTS[k]}
+
+
+def given_pixels(pixels: dict[str, Any]) -> dict[str, Any]:
+    """The pixel fields named on the command line, defaults included: `--dtype float32`
+    asks for float32 problems where `pixels` (defaults dropped) cannot tell it from no
+    --dtype at all."""
+    from click.core import ParameterSource
+
+    context = click.get_current_context()
+    return {
+        field: pixels.get(field, default)
+        for field, default in PIXEL_DEFAULTS.items()
+        if context.get_parameter_source(field) not in (None, ParameterSource.DEFAULT)
+    }
 
 
 def parse_ranks(text: str | None) -> list[int] | None:

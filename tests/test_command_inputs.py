@@ -14,7 +14,7 @@ from tests.conftest import cli_json, run_cli
 
 def one_line_error(result, code: int = 2) -> str:
     assert result.returncode == code, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
+    lines = result.stderr.rstrip("\n").splitlines()  # no blank line before it
     assert len(lines) == 1 and lines[0].startswith("autotune: error:"), result.stderr
     return lines[0]
 

@@ -62,9 +62,11 @@ def print_configs(configs: Any) -> None:
 
 
 def progress(disabled: bool) -> Any:
+    """A bar that leaves nothing behind: off where stderr is not a terminal (a transient
+    bar stopped there still leaves a blank line before the next message)."""
     from rich.progress import Progress
 
-    return Progress(console=errors, transient=True, disable=disabled)
+    return Progress(console=errors, transient=True, disable=disabled or not errors.is_terminal)
 
 
 def fail(message: str) -> None:

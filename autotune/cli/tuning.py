@@ -246,8 +246,6 @@ def study(
     as_json: bool,
 ) -> None:
     """Time every seed kernel per filter width: what each optimisation gives here."""
-    from rich.progress import Progress
-
     from autotune.devices import device_info
     from autotune.evaluate import check_fits
     from autotune.families.conv2d import CONV2D
@@ -268,7 +266,7 @@ def study(
         len(names) if names else len(CONV2D.space.presets_applying(problem.key(), device))
         for problem in problems
     )
-    with Progress(console=errors, transient=True, disable=as_json) as bar:
+    with progress(as_json) as bar:
         task = bar.add_task(f"{device.name}", total=runs)
         rows = run_study(device_index, CONV2D, problems, names, on_row=lambda row: bar.advance(task))
     gains = speedups(rows)

@@ -246,20 +246,24 @@ def check_filter_shape(shape: tuple[int, ...]) -> None:
 def same_padding(
     filter_shape: tuple[int, ...], flip: bool, anchor: tuple[int, int] | None = None
 ) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Rows and columns before and after an image for mode="same" (the anchor's row and
-    column come before). scipy.ndimage centres a filter of even size F on its tap F/2
-    (as cv2.filter2D's default anchor), and a flipped one (ndimage.convolve) on tap F/2
-    of the unflipped filter: after the flip, tap F/2 - 1. For odd sizes both are the
-    middle tap. `anchor` (x, y) names the taps instead, as cv2.filter2D's does (-1:
-    the default); SciPy's `origin` o is the tap F // 2 + o."""
+    """Rows and columns before and after an image for mode="same": the tap of the
+    correlated filter (flipped, with `flip`) over each output comes first.
+    scipy.ndimage centres a filter of even size F on its tap F/2 (as cv2.filter2D's
+    default anchor), and a flipped one (ndimage.convolve) on tap F/2 of the unflipped
+    filter: after the flip, tap F/2 - 1. For odd sizes both are the middle tap.
+    `anchor` (x, y) names a tap of the filter as given instead, as cv2.filter2D's does
+    (-1: the default), so SciPy's `origin` o is the tap F // 2 + o for correlate and
+    convolve alike; flipped, that tap is F - 1 - x (cv2's docs: flip the kernel, and
+    its anchor with it)."""
     pads = []
     for axis, taps in enumerate(filter_shape[:2]):
-        before = (taps - 1) // 2 if flip else taps // 2
+        tap = taps // 2
         if anchor is not None and anchor[1 - axis] != -1:
-            before = anchor[1 - axis]
-            if not 0 <= before < taps:
+            tap = anchor[1 - axis]
+            if not 0 <= tap < taps:
                 rows, width = filter_shape[:2]
                 raise ValueError(f"anchor {tuple(anchor)} (x, y) lies outside the {rows}x{width} filter")
+        before = taps - 1 - tap if flip else tap
         pads.append((before, taps - 1 - before))
     return pads[0], pads[1]
 

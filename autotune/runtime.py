@@ -346,7 +346,9 @@ def convolve(
     scipy.ndimage.correlate's (with flip=True, scipy.ndimage.convolve's), for odd and
     even sizes; `anchor=(x, y)` puts the filter's column x, row y over each output
     instead, as cv2.filter2D's anchor (-1: the default; SciPy's origin o is tap
-    size // 2 + o). The direct kernel handles the border itself (no padded copy of the image).
+    size // 2 + o, for correlate and convolve alike: with flip=True the anchor names a
+    tap of the filter as given, and flips with it). The direct kernel handles the border
+    itself (no padded copy of the image).
 
     Pixel types: uint8, uint16, int16, float16 and float32 images are read as they are
     by the kernel, and float64 on a device with double precision; others are converted

@@ -145,6 +145,41 @@ def test_flipped_and_shifted_filters_equal_scipy(shape, mode):
     np.testing.assert_allclose(shifted, expected, atol=2e-5)
 
 
+@pytest.mark.parametrize("shape", [(3, 6), (4, 1), (5, 2), (4, 4)])
+def test_a_flipped_filters_anchor_names_a_tap_of_the_filter_as_given(shape):
+    """cv2's anchor names a tap of the kernel as given, and a true convolution flips the
+    anchor with the kernel (OpenCV's docs), so flip=True with anchor=(x, y) equals
+    scipy.ndimage.convolve with origin (y - rows // 2, x - F // 2) and cv2.filter2D of
+    the flipped filter at (F - 1 - x, rows - 1 - y). Before, the tap (x, y) of the flipped
+    filter was put over each output: every output off by F - 1 - 2x columns."""
+    rng = np.random.default_rng(11)
+    image = rng.uniform(-1, 1, (13, 11)).astype(np.float32)
+    rows, width = shape
+    filt = np.outer(rng.uniform(0.5, 1, rows), rng.uniform(-1, 1, width)).astype(np.float32)  # rank 1
+    flipped = np.ascontiguousarray(filt[::-1, ::-1])
+    for x, y in sorted({(0, 0), (width - 1, rows - 1), (0, rows - 1), (width // 2, rows // 2)}):
+        call = {"mode": "same", "border": "mirror", "flip": True, "anchor": (x, y), "db": NO_DB}
+        got = autotune.convolve(image, filt, **call)
+        origin = (y - rows // 2, x - width // 2)
+        expected = ndi.convolve(
+            image.astype(np.float64), filt.astype(np.float64), mode="mirror", origin=origin
+        )
+        np.testing.assert_allclose(got, expected, atol=2e-5, err_msg=f"anchor {(x, y)}")
+        moved = (width - 1 - x, rows - 1 - y)
+        theirs = cv2.filter2D(image, -1, flipped, anchor=moved, borderType=cv2.BORDER_REFLECT_101)
+        np.testing.assert_allclose(got, theirs, atol=2e-5, err_msg=f"anchor {(x, y)}")
+        assert np.array_equal(autotune.Convolver(image.shape, filt, **call)(image), got)
+        problem = autotune.plan(image.shape, shape, filter=filt, **call).problem
+        assert (problem.anchor_column, problem.anchor_row) == moved
+        if rows == width and x == y:  # the separable form anchors it alike
+            separable = autotune.convolve(image, filt, algorithm="separable", **call)
+            np.testing.assert_allclose(separable, expected, atol=2e-5, err_msg=f"separable {(x, y)}")
+    # the default anchor is the filter's centre tap, named or not, flipped or not
+    centre = {"mode": "same", "flip": True, "db": NO_DB}
+    default = autotune.convolve(image, filt, **centre)
+    assert np.array_equal(default, autotune.convolve(image, filt, anchor=(width // 2, rows // 2), **centre))
+
+
 def test_valid_output_of_a_rectangular_filter_and_a_batch_of_them():
     rng = np.random.default_rng(3)
     frames = rng.uniform(-1, 1, (3, 12, 20)).astype(np.float32)

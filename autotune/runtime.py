@@ -39,6 +39,8 @@ from autotune.call_arguments import (
     check_border_value,
     check_flag,
     check_image_shape,
+    check_not_empty,
+    check_real,
     layout,
     pixels_of,
     prepared_filter,
@@ -364,15 +366,15 @@ def convolve(
     as separable terms where that form was measured faster here; "direct" or
     "separable" decide (see `plan`).
     """
-    double_precision = _reads_double(np.asarray(image).dtype, device, db)
-    pixels_in = as_pixels(image, batch, double_precision)
+    array = np.asarray(image)
+    check_real("image", array.dtype)
+    frames, size, channels = layout(array.shape, batch)
+    check_not_empty("image", array.shape)
+    double_precision = _reads_double(array.dtype, device, db)
     filt = prepared_filter(filter, mode, flip)
     filter_rows = filt.shape[0]
-    frames, size, channels = layout(pixels_in.shape, batch)
-    if batch and frames == 1:
-        pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
     pixels = pixels_of(
-        np.asarray(image).dtype,
+        array.dtype,
         out_dtype,
         mode,
         border,
@@ -391,6 +393,11 @@ def convolve(
             f"a frame of {math.prod(size) * channels} values is more than one kernel can index: "
             "convolve the frames one by one"
         )
+    # The pixels' values last, as a Convolver's call checks them after it was built: the
+    # arguments are refused first, with the message plan() and Convolver give.
+    pixels_in = as_pixels(array, batch, double_precision)
+    if batch and frames == 1:
+        pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
     if padded_on_host(pixels, size, filt.shape, channels, frames):
         pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
         pixels = dataclasses.replace(pixels, border="none")

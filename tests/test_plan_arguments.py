@@ -54,6 +54,25 @@ def test_plan_refuses_what_convolve_refuses_with_its_message(db, image, filter_s
 
 
 @pytest.mark.parametrize(
+    "options", [{}, {"mode": "same", "anchor": (3, 0)}, {"out_dtype": np.int16}, {"flip": "no"}]
+)
+def test_arguments_are_refused_before_the_pixels_values(db, options):
+    """An image past float32's range called with arguments convolve refuses gets the
+    arguments' message, as plan() and a Convolver (whose calls alone see the values)
+    give it: convolve once read the values first and named them instead."""
+    image = np.full((2, 2), 1e300)  # and smaller than the filter, for 'valid' output
+    refused = _error(lambda: autotune.convolve(image, FILTER, db=db, **options))
+    assert "beyond float32's range" not in refused[1]
+    assert _error(lambda: autotune.plan(image.shape, 3, dtype=image.dtype, db=db, **options)) == refused
+    built = _error(lambda: autotune.Convolver(image.shape, FILTER, dtype=image.dtype, db=db, **options))
+    assert built == refused
+    big = np.full((4, 4), 1e300)  # arguments it takes: the values are refused, by a call alike
+    values = _error(lambda: autotune.convolve(big, FILTER, db=db))
+    assert values[0] is ValueError and "beyond float32's range" in values[1]
+    assert _error(lambda: autotune.Convolver(big.shape, FILTER, dtype=big.dtype, db=db)(big)) == values
+
+
+@pytest.mark.parametrize(
     ("image_shape", "filter_size", "error", "message"),
     [
         (None, 3, TypeError, "image_shape must be a tuple of positive ints, got None"),

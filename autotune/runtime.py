@@ -356,7 +356,8 @@ def convolve(
     by the kernel, and float64 on a device with double precision; others are converted
     to float32 on the host (a finite float64 value past float32's range is refused).
     Arithmetic is float32 (float64 output is within float32's tolerance of the exact
-    result); NaN in, NaN out.
+    result); NaN in, NaN out: each output sums every tap's product, so a NaN or
+    infinite pixel under a zero tap gives NaN (scipy.ndimage leaves zero taps out).
     `out_dtype`: float32 (default), or "same" (-1, or the image's dtype) for output of
     the image's type, rounded to nearest even and saturated (cv2's ddepth=-1).
 

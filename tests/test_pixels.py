@@ -208,6 +208,25 @@ def test_convolve_equals_scipy_for_every_border(border, flip):
         assert_matches(ours, exact, image, filt, f"{border} flip={flip} F={width} {h}x{w}")
 
 
+@pytest.mark.parametrize("algorithm", ["direct", "separable"])
+def test_a_pixel_that_is_not_finite_reaches_every_output_whose_window_holds_it(algorithm):
+    """Each output is the sum of every tap's product (cv2.filter2D's documented formula),
+    so an infinite or NaN pixel under a zero tap gives NaN (0 x inf): Sobel's middle
+    column here. scipy.ndimage and cv2.filter2D's direct path leave zero taps out of the
+    sum, and give a finite value or +-inf there instead (README); elsewhere all agree."""
+    sobel = np.outer([1, 2, 1], [-1, 0, 1]).astype(np.float32)
+    image = np.random.default_rng(4).uniform(-1, 1, (9, 11)).astype(np.float32)
+    image[3, 4], image[6, 8] = np.inf, np.nan
+    got = autotune.convolve(image, sobel, mode="same", border="mirror", algorithm=algorithm, db=NO_DB)
+    window = np.zeros(image.shape, bool)  # outputs whose 3x3 window holds a pixel that is not finite
+    window[2:5, 3:6] = window[5:8, 7:10] = True
+    assert np.isnan(got[2:5, 4]).all() and np.isnan(got[5:8, 7:10]).all()
+    assert (got[2:5, 3] == np.inf).all() and (got[2:5, 5] == -np.inf).all()
+    exact = scipy_reference(image, sobel, "mirror")
+    np.testing.assert_allclose(got[~window], exact[~window], atol=2e-5)
+    assert np.isfinite(exact[2:5, 4]).all()  # SciPy's sum leaves the zero taps out: finite where ours is NaN
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "int16"])
 def test_integer_output_saturates_and_rounds_to_nearest_even(dtype):
     info = np.iinfo(dtype)

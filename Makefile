@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AUTOTUNE := $(VENV)/bin/autotune
 
-.PHONY: setup demo test lint seed-study check-memory fuzz clean
+.PHONY: setup demo test lint seed-study check-memory fuzz fuzz-api clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -43,6 +43,12 @@ check-memory: setup
 fuzz: setup
 	$(PY) checks/fuzz_kernels.py --seeds 0-399
 	$(PY) checks/fuzz_kernels.py --family separable --seeds 0-199
+
+# Random calls of convolve(), Convolver and plan() as a user makes them (pixel types, channels,
+# batches, awkward sizes and layouts, filters, anchors, borders, flip, NaN), each compared with
+# scipy.ndimage and cv2.filter2D after the same rounding.
+fuzz-api: setup
+	$(PY) checks/fuzz_api.py --seeds 0-399
 
 seed-study: setup
 	$(PY) bench/seed_study.py --device 0

@@ -206,6 +206,7 @@ def plan(
         anchor=anchor,
         double_precision=info.double_precision,
     )
+    check_frames_indexable(image_size, filter_shape, channels, frames)
     if padded_on_host(pixels, image_size, filter_shape, channels, frames):
         image_size = tuple(n + sum(pad) for n, pad in zip(image_size, padding, strict=True))
         pixels = dataclasses.replace(pixels, border="none")
@@ -389,11 +390,7 @@ def convolve(
     padding = pixels.padding(filt.shape)
     if pixels.border == "none":
         check_image_shape(size, filt.shape)
-    if frames > 1 and past_indexing(size, filt.shape, channels):
-        raise ValueError(
-            f"a frame of {math.prod(size) * channels} values is more than one kernel can index: "
-            "convolve the frames one by one"
-        )
+    check_frames_indexable(size, filt.shape, channels, frames)
     # The pixels' values last, as a Convolver's call checks them after it was built: the
     # arguments are refused first, with the message plan() and Convolver give.
     pixels_in = as_pixels(array, batch, double_precision)
@@ -481,6 +478,18 @@ def padded_on_host(
     """Whether a 'same' call is too large for one launch's int indices, so that `convolve`
     pads the image on the host and runs 'valid' in bands (and `plan` answers for that)."""
     return pixels.border != "none" and frames == 1 and past_indexing(size, filter_shape, channels)
+
+
+def check_frames_indexable(
+    size: tuple[int, int], filter_shape: tuple[int, ...], channels: int, frames: int
+) -> None:
+    """A batch runs in one launch, so each frame must be within int indexing (a single
+    image past it runs in bands instead)."""
+    if frames > 1 and past_indexing(size, filter_shape, channels):
+        raise ValueError(
+            f"a frame of {math.prod(size) * channels} values is more than one kernel can index: "
+            "convolve the frames one by one"
+        )
 
 
 def past_indexing(size: tuple[int, int], filter_shape: tuple[int, ...], channels: int) -> bool:

@@ -42,6 +42,8 @@ def _error(call):
         (np.zeros((64, 64), np.float32), 3, {"flip": "yes"}),
         (np.zeros((64, 64), np.float32), 3, {"specialise": "no"}),
         (np.zeros((1, 64, 64), np.float32), 3, {"batch": "yes"}),
+        # frames past int indexing (a view of one value: no memory): one launch cannot run them
+        (np.broadcast_to(np.float32(0), (2, 50000, 50000)), 3, {"batch": True}),
     ],
 )
 def test_plan_refuses_what_convolve_refuses_with_its_message(db, image, filter_size, options):

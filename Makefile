@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 AUTOTUNE := $(VENV)/bin/autotune
 
-.PHONY: setup demo test lint seed-study check-memory fuzz fuzz-api clean
+.PHONY: setup demo test lint seed-study check-memory fuzz fuzz-api fuzz-export clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -49,6 +49,13 @@ fuzz: setup
 # scipy.ndimage and cv2.filter2D after the same rounding.
 fuzz-api: setup
 	$(PY) checks/fuzz_api.py --seeds 0-399
+
+# Random problems x random valid configs of both families, each stored as the best kernel of a
+# SQLite database and taken out with `autotune export`; the kernel is then run from its manifest
+# alone (and every 10th through the C host example, built with gcc) against the float64
+# reference, and the manifest checked against the problem and the kernel's signature.
+fuzz-export: setup
+	$(PY) checks/fuzz_export.py --seeds 0-299 --jobs 2
 
 seed-study: setup
 	$(PY) bench/seed_study.py --device 0

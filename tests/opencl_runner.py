@@ -3,9 +3,11 @@ launch rule, no code from the autotune package."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -122,8 +124,8 @@ def run_pixels_kernel(
     image = np.ascontiguousarray(image)
     channels = image.shape[2] if image.ndim == 3 else 1
     filt = np.ascontiguousarray(filt, dtype=np.float32)
-    f = filt.shape[0]
-    out_h, out_w = image.shape[:2] if same else (image.shape[0] - f + 1, image.shape[1] - f + 1)
+    rows, f = filt.shape
+    out_h, out_w = image.shape[:2] if same else (image.shape[0] - rows + 1, image.shape[1] - f + 1)
     out_w *= channels
     mf = cl.mem_flags
     program = cl.Program(context, variant.source).build(options=list(variant.build_options))
@@ -149,6 +151,20 @@ def run_pixels_kernel(
     cl.enqueue_copy(queue, output, buffers[2])
     queue.finish()
     return output.reshape(out_h, out_w // channels, channels) if channels > 1 else output
+
+
+class ManifestKernel:
+    """An exported kernel as a host knows it: its .cl and the manifest beside it, with the
+    attributes `run_pixels_kernel` launches by."""
+
+    def __init__(self, manifest_path: Path) -> None:
+        self.manifest = json.loads(manifest_path.read_text())
+        self.source = (manifest_path.parent / self.manifest["source"]).read_text()
+        self.kernel_name = self.manifest["kernel_name"]
+        self.build_options = self.manifest["build_options"]
+        self.local_size = tuple(self.manifest["local_size"])
+        self.work_per_item = tuple(self.manifest["work_per_item"])
+        self.config = self.manifest["config"]
 
 
 def _border_group_rows(

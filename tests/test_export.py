@@ -12,12 +12,13 @@ from scipy import ndimage
 
 import autotune
 from autotune import runtime
+from autotune.devices import device_info
 from autotune.families.conv2d import CONV2D
 from autotune.families.conv2d.render import generate
 from autotune.lookup import fastest_serving_any_data
 from autotune.store import Store
-from tests.conftest import ROOT, cli_json, run_cli
-from tests.opencl_runner import kernel_signatures, run_kernel, scipy_valid
+from tests.conftest import ROOT, cli_json, run_cli, store_best
+from tests.opencl_runner import ManifestKernel, kernel_signatures, run_kernel, run_pixels_kernel, scipy_valid
 
 
 @pytest.fixture(scope="module")
@@ -566,3 +567,49 @@ def test_images_past_int_indexing_run_in_bands(monkeypatch, tmp_path, algorithm)
         image.shape, 5, mode="same", border="mirror", db=f"sqlite:///{tmp_path / 'none.db'}"
     )
     assert planned.problem.border == "none" and planned.problem.out_width == image.shape[1]
+
+
+def _config(family, problem, **knobs):
+    """A config of these knobs (defaults elsewhere) that device 0 runs for `problem`."""
+    config = family.space.complete(knobs)
+    assert not family.violations(config, problem, device_info(0)), family.violations(config, problem)
+    return config
+
+
+def test_valid_kinds_of_rows_x_f_filters_are_named_without_an_anchor(tmp_path):
+    """'valid' output has no anchor: a 3 x 5 uint8 'valid' kernel is convolve_f3x5_uint8_float32_none
+    (was ..._none_anchor2, from a row anchor taken as F / 2 rather than rows / 2); a 'same' one
+    is named by its anchor only where that is not the centre. Each runs from its manifest."""
+    db = url(tmp_path / "kinds.db")
+    shapes = {"filter_width": 5, "filter_height": 3, "out_width": 21, "out_height": 13, "dtype": "uint8"}
+    problems = {
+        "convolve_f3x5_uint8_float32_none_3ch": CONV2D.problem({**shapes, "channels": 3}),
+        "convolve_f3x5_uint8_float32_mirror": CONV2D.problem({**shapes, "border": "mirror"}),
+        "convolve_f3x5_uint8_float32_mirror_anchor0y2": CONV2D.problem(
+            {**shapes, "border": "mirror", "anchor": 0, "anchor_y": 2}
+        ),
+    }
+    for problem in problems.values():
+        store_best(db, CONV2D, problem, [_config(CONV2D, problem, local_x=4, local_y=4, work_x=2)])
+    out = tmp_path / "kernels"
+    result = run_cli("export", "-d", "0", "--format", "cl,json", "--out", str(out), "--db", db)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.stem for p in out.glob("*.json")) == sorted(problems)
+    rng = np.random.default_rng(12)
+    filt = rng.uniform(-0.25, 1, (3, 5)).astype(np.float32)
+    for stem, problem in problems.items():
+        kernel = ManifestKernel(out / f"{stem}.json")
+        image = rng.integers(0, 256, (17, 23, problem.channels), dtype=np.uint8).squeeze()
+        got = run_pixels_kernel(kernel, image, filt, np.float32, same=problem.same, manifest=kernel.manifest)
+        planes = image.reshape(17, 23, -1).astype(np.float64)
+        origin = (problem.anchor_row - 1, problem.anchor_column - 2) if problem.same else (0, 0)
+        exact = np.stack(
+            [
+                ndimage.correlate(planes[..., c], filt.astype(np.float64), mode="mirror", origin=origin)
+                for c in range(problem.channels)
+            ],
+            axis=-1,
+        ).squeeze()
+        if not problem.same:
+            exact = exact[1:-1, 2:-2]
+        np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-3, err_msg=stem)

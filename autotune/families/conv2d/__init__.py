@@ -435,12 +435,11 @@ class Conv2D(KernelFamily):
         stem = f"convolve_f{width}" if rows == width else f"convolve_f{rows}x{width}"
         if "border" in key:
             stem += f"_{key['dtype']}_{key['out_dtype']}_{key['border']}"
-            anchor, anchor_y = (
-                key.get("anchor", width // 2),
-                key.get("anchor_y", key.get("anchor", width // 2)),
-            )
-            if (anchor, anchor_y) != (width // 2, rows // 2):
-                stem += f"_anchor{anchor}" + (f"y{anchor_y}" if anchor_y != anchor else "")
+            if "anchor" in key:  # 'same' output; 'valid' kernels have no anchor
+                anchor = key["anchor"]
+                anchor_y = key.get("anchor_y", anchor)
+                if (anchor, anchor_y) != (width // 2, rows // 2):
+                    stem += f"_anchor{anchor}" + (f"y{anchor_y}" if anchor_y != anchor else "")
             if key.get("channels", 1) != 1:
                 stem += f"_{key['channels']}ch"
         return f"{stem}_batch" if key.get("batch") else stem

@@ -15,6 +15,7 @@ from autotune import runtime
 from autotune.devices import device_info
 from autotune.families.conv2d import CONV2D
 from autotune.families.conv2d.render import generate
+from autotune.families.separable import SEPARABLE
 from autotune.lookup import fastest_serving_any_data
 from autotune.store import Store
 from tests.conftest import ROOT, cli_json, run_cli, store_best
@@ -613,3 +614,71 @@ def test_valid_kinds_of_rows_x_f_filters_are_named_without_an_anchor(tmp_path):
         if not problem.same:
             exact = exact[1:-1, 2:-2]
         np.testing.assert_allclose(got, exact, rtol=1e-5, atol=1e-3, err_msg=stem)
+
+
+def test_export_takes_the_anchor_of_the_kinds_it_names(tmp_path):
+    """A kind tuned with an anchor (from Python: `Tuner` takes any problem) is named on the
+    command line with --anchor X,Y beside -f and --border, and its best with the filter compiled
+    in is exported with --filter (before, neither could name it: 'no tuned kernel for F=3 mirror',
+    and the note after a fallback pointed at a --filter that could not work)."""
+    db = url(tmp_path / "anchored.db")
+    problem = CONV2D.problem(
+        {"filter_width": 3, "out_width": 24, "out_height": 16, "dtype": "float32", "border": "mirror"}
+        | {"anchor": 0, "anchor_y": 2}
+    )
+    literal = _config(CONV2D, problem, filter_mode="define", filter_space="literal", local_x=8, local_y=4)
+    store_best(db, CONV2D, problem, [literal, {**literal, "filter_space": "constant"}])
+    separable = SEPARABLE.problem(
+        {"filter_width": 5, "rank": 1, "out_width": 24, "out_height": 16, "dtype": "float32"}
+        | {"border": "mirror", "anchor": 1}
+    )
+    store_best(db, SEPARABLE, separable, [_config(SEPARABLE, separable, cache_input=True)])
+    rng = np.random.default_rng(13)
+    filt = rng.uniform(-1, 1, (3, 3)).astype(np.float32)
+    np.save(tmp_path / "f.npy", filt)
+
+    def export(out: str, *options: str) -> subprocess.CompletedProcess:
+        return run_cli(
+            "export", "-d", "0", "--format", "cl,json", "--out", str(tmp_path / out), *options, "--db", db
+        )
+
+    result = export("baked", "--filter", str(tmp_path / "f.npy"), "--border", "mirror", "--anchor", "0,2")
+    assert result.returncode == 0, result.stderr
+    kernel = ManifestKernel(tmp_path / "baked" / "convolve_f3_float32_float32_mirror_anchor0y2.json")
+    assert kernel.manifest["filter_compiled_in"] and kernel.config == literal
+    assert (kernel.manifest["anchor"], kernel.manifest["anchor_y"]) == (0, 2)
+    image = rng.uniform(-1, 1, (19, 27)).astype(np.float32)
+    got = run_pixels_kernel(kernel, image, np.zeros_like(filt), np.float32, same=True)  # taps compiled in
+    exact = ndimage.correlate(
+        image.astype(np.float64), filt.astype(np.float64), mode="mirror", origin=(1, -1)
+    )
+    np.testing.assert_allclose(got, exact, atol=2e-5)
+
+    result = export("named", "-f", "3", "--border", "mirror", "--anchor", "0,2")
+    assert result.returncode == 0, result.stderr
+    assert "F=3 mirror anchor=0 anchor_y=2: the best kernel" in result.stdout  # the fallback, and why
+    named = json.loads((tmp_path / "named" / "convolve_f3_float32_float32_mirror_anchor0y2.json").read_text())
+    assert named["config"]["filter_space"] == "constant" and not named["filter_compiled_in"]
+
+    result = export("sep", "--family", "separable", "-f", "5", "--border", "mirror", "--anchor", "1,1")
+    assert result.returncode == 0, result.stderr
+    assert (
+        json.loads((tmp_path / "sep" / "separable_f5_r1_float32_float32_mirror_anchor1.json").read_text())[
+            "anchor"
+        ]
+        == 1
+    )
+    for options, says in (
+        (("-f", "3", "--border", "mirror"), "no tuned kernel for F=3 mirror on device 0"),  # the centre's
+        (("-f", "3", "--anchor", "0,2"), "--anchor is for 'same' output: give --border too"),
+        (("-f", "3", "--border", "mirror", "--anchor", "0,x"), "--anchor takes X,Y"),
+        (("-f", "3", "--border", "mirror", "--anchor", "3,0"), "anchor must be -1 or a tap of the filter"),
+        (
+            ("--family", "separable", "-f", "5", "--border", "mirror", "--anchor", "1,2"),
+            "anchors its filter at one tap in x and y",
+        ),
+    ):
+        result = export("bad", *options)
+        assert result.returncode == 2 and says in result.stderr, (options, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bad").exists()

@@ -168,6 +168,13 @@ def render(
     "width whose best has the filter as literals "
     "[default: such widths export their fastest kernel that reads the filter argument].",
 )
+@click.option(
+    "--anchor",
+    "anchor_text",
+    default=None,
+    help="With --border: X,Y, the filter's column and row over each output of the kinds -f and --filter "
+    "name (cv2's anchor; -1: the centre) [default: the centre].",
+)
 @family_options
 @json_option
 def export(
@@ -182,6 +189,7 @@ def export(
     include_guard: str | None,
     db_url: str | None,
     filter_path: str | None,
+    anchor_text: str | None,
     family_name: str,
     ranks_text: str | None,
     pixels: dict[str, Any],
@@ -219,6 +227,11 @@ def export(
     if ranks and widths is None:
         raise UsageError("--rank needs --filter-width")
     size = parse_image_size(size_text) if size_text else None
+    anchor = _anchor(anchor_text)
+    if anchor is not None:
+        if pixels.get("border", "none") == "none":
+            raise UsageError("--anchor is for 'same' output: give --border too")
+        pixels = {**pixels, "anchor": anchor}
     taps = load_filter(filter_path) if filter_path is not None else None
     store = open_store(db_url, read_only=True)
     several = device_pattern is not None or all_devices
@@ -229,8 +242,8 @@ def export(
     kinds = family.kinds(widths or [], ranks, pixels) if widths is not None else None
     values = {}
     if taps is not None:
-        kind, given = family.values_of_filter(taps)
-        values[family.describe_kind({**kind, **pixels})] = given
+        kind, given = family.values_of_filter(taps, pixels)
+        values[family.describe_kind(kind)] = given
     request = export_set.ExportRequest(kinds, size, values, formats, asked_header, c_prefix, include_guard)
     out = Path(out_dir)
     files, parts = export_set.plan(store, family, devices, request, out, several)

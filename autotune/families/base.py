@@ -235,15 +235,19 @@ class KernelFamily(ABC):
         self,
         filter_widths: Sequence[int | tuple[int, int]],
         ranks: Sequence[int] | None = None,
-        pixels: Mapping[str, str] | None = None,
+        pixels: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """The problem kinds a command line names (`-f 3,5,3x5 --rank 1,2 --dtype uint8`);
-        `pixels`: dtype, out_dtype and border where they are not the defaults."""
+        `pixels`: dtype, out_dtype and border where they are not the defaults (and an
+        `anchor` (x, y), cv2's, where one is given)."""
         raise UsageError(f"the {self.name} family is not tuned from the command line")
 
-    def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
-        """The problem kind a user's filter is, and the values a kernel compiled for it
-        takes (`render(..., values=)`)."""
+    def values_of_filter(
+        self, filt: np.ndarray, pixels: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], Any]:
+        """The problem kind a user's filter is (with the pixels, border and anchor `pixels`
+        names, as `kinds` takes them), and the values a kernel compiled for it takes
+        (`render(..., values=)`)."""
         raise UsageError(f"the {self.name} family takes no filter")
 
     def value_arrays(self, values: Any) -> dict[str, np.ndarray]:

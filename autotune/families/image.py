@@ -72,6 +72,13 @@ def pixel_words(kind: Mapping[str, Any]) -> list[str]:
     return words
 
 
+def anchor_taps(anchor: tuple[int, int], filter_shape: tuple[int, int]) -> tuple[int, int]:
+    """cv2's anchor (x, y) as the (column, row) of taps it names in a (rows, width) filter:
+    -1 is the centre, F // 2 (checked where a problem is made)."""
+    (x, y), (rows, width) = anchor, filter_shape
+    return (width // 2 if x == -1 else x, rows // 2 if y == -1 else y)
+
+
 def border_name(border: object) -> str:
     """The canonical name of a border mode given by any of its names (or a cv2.BORDER_*
     value); ValueError for one we do not know."""

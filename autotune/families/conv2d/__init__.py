@@ -30,7 +30,7 @@ from autotune.families.conv2d.render import (
     kernel_parameters,
     literal_filter,
 )
-from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
+from autotune.families.image import LAUNCH, anchor_taps, pixel_words, shrink_work_group
 from autotune.space import Config
 
 # What a 'same' kernel lent to 'valid' output drops with its edge work-groups.
@@ -195,9 +195,11 @@ class Conv2D(KernelFamily):
         channels: int = 1,
         filter_height: int = 0,
         frames: int = 1,
+        anchor: int = -1,
+        anchor_y: int = -1,
     ) -> dict[str, Any]:
-        """The problem kind of a filter size, pixel types, border and channels (its key
-        without the output size)."""
+        """The problem kind of a filter size, pixel types, border, channels and anchor (its
+        key without the output size)."""
         problem = Conv2DProblem(
             filter_width,
             1,
@@ -208,6 +210,8 @@ class Conv2D(KernelFamily):
             channels=channels,
             filter_height=filter_height,
             frames=frames,
+            anchor=anchor,
+            anchor_y=anchor_y,
         )
         return problem.kind()
 
@@ -228,20 +232,30 @@ class Conv2D(KernelFamily):
         self,
         filter_widths: Sequence[int | tuple[int, int]],
         ranks: Sequence[int] | None = None,
-        pixels: Mapping[str, str] | None = None,
+        pixels: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """A kind per filter width F, or per (rows, F) size."""
+        """A kind per filter width F, or per (rows, F) size. `pixels` may hold an `anchor`
+        (x, y) as cv2 takes it (-1: the filter's centre column or row)."""
         if ranks:
             raise UsageError("--rank is for --family separable: the direct family runs any filter as it is")
+        pixels = dict(pixels or {})
+        anchor = pixels.pop("anchor", None)
         kinds = []
         for size in filter_widths:
             rows, width = size if isinstance(size, tuple) else (0, size)
-            kinds.append(self.kind(check_filter_width(width), filter_height=rows, **(pixels or {})))
+            width = check_filter_width(width)
+            placed = {}
+            if anchor is not None:
+                column, row = anchor_taps(anchor, (rows or width, width))
+                placed = {"anchor": column, "anchor_y": row}
+            kinds.append(self.kind(width, filter_height=rows, **pixels, **placed))
         return kinds
 
-    def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
+    def values_of_filter(
+        self, filt: np.ndarray, pixels: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], Any]:
         rows = check_filter_width(filt.shape[0], "filter height")
-        return self.kind(check_filter_width(filt.shape[1]), filter_height=rows), filt
+        return self.kinds([(rows, check_filter_width(filt.shape[1]))], None, pixels)[0], filt
 
     def value_arrays(self, values: Any) -> dict[str, np.ndarray]:
         return {"filter": values}

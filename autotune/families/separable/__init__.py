@@ -19,7 +19,7 @@ from autotune.families.base import KernelFamily, KernelVariant, Problem, Step
 from autotune.families.c_header import HeaderLayout
 from autotune.families.conv2d.inputs import default_image_size
 from autotune.families.conv2d.render import check_filter_width
-from autotune.families.image import LAUNCH, pixel_words, shrink_work_group
+from autotune.families.image import LAUNCH, anchor_taps, pixel_words, shrink_work_group
 from autotune.families.separable.problem import MAX_RANK, SeparableProblem
 from autotune.families.separable.render import (
     SPACE_FILE,
@@ -87,10 +87,13 @@ class Separable(KernelFamily):
         dtype: str = "float32",
         out_dtype: str = "float32",
         border: str = "none",
+        anchor: int = -1,
     ) -> dict[str, Any]:
-        """The problem kind of a filter width, rank, pixel types and border (its key
-        without the output size)."""
-        problem = SeparableProblem(filter_width, rank, 1, 1, dtype, out_dtype=out_dtype, border=border)
+        """The problem kind of a filter width, rank, pixel types, border and anchor tap (its
+        key without the output size)."""
+        problem = SeparableProblem(
+            filter_width, rank, 1, 1, dtype, out_dtype=out_dtype, border=border, anchor=anchor
+        )
         return problem.kind()
 
     def describe_kind(self, kind: Mapping[str, Any]) -> str:
@@ -102,11 +105,13 @@ class Separable(KernelFamily):
         self,
         filter_widths: Sequence[int | tuple[int, int]],
         ranks: Sequence[int] | None = None,
-        pixels: Mapping[str, str] | None = None,
+        pixels: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """Every width at every rank (rank 1 when none is given), of the pixels and border
-        given (channels and batches are the direct family's)."""
+        """Every width at every rank (rank 1 when none is given), of the pixels, border and
+        anchor given (channels and batches are the direct family's; the anchor (x, y) must
+        name one tap in x and y)."""
         pixels = dict(pixels or {})
+        anchor = pixels.pop("anchor", None)
         if set(pixels) - {"dtype", "out_dtype", "border"}:
             raise UsageError(
                 "--channels and --frames are for the conv2d family: separable kernels filter one image"
@@ -117,13 +122,24 @@ class Separable(KernelFamily):
             too_high = [r for r in ranks or [] if isinstance(width, int) and r > width]
             if too_high:
                 raise UsageError(f"a {width}x{width} filter has rank 1 to {width}, not {too_high[0]}")
-        return [
-            self.kind(check_filter_width(w), check_rank(r), **pixels)  # type: ignore[arg-type]
-            for w in filter_widths
-            for r in (ranks or [1])
-        ]
+        kinds = []
+        for width in filter_widths:
+            width = check_filter_width(width)
+            placed = {}
+            if anchor is not None:
+                column, row = anchor_taps(anchor, (width, width))
+                if column != row:
+                    raise UsageError(
+                        "the separable family anchors its filter at one tap in x and y: "
+                        f"give --anchor X,X, not {anchor[0]},{anchor[1]}"
+                    )
+                placed = {"anchor": column}
+            kinds += [self.kind(width, check_rank(r), **pixels, **placed) for r in ranks or [1]]
+        return kinds
 
-    def values_of_filter(self, filt: np.ndarray) -> tuple[dict[str, Any], Any]:
+    def values_of_filter(
+        self, filt: np.ndarray, pixels: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], Any]:
         """The filter's separable terms (its rank is part of the kind)."""
         if filt.shape[0] != filt.shape[1]:
             raise UsageError(
@@ -135,7 +151,7 @@ class Separable(KernelFamily):
                 f"the filter is not separable: no sum of up to {MAX_RANK} row/column terms "
                 "equals it within float32 rounding"
             )
-        return self.kind(check_filter_width(filt.shape[0]), terms[0].shape[0]), terms
+        return self.kinds([filt.shape[0]], [terms[0].shape[0]], pixels)[0], terms
 
     def value_arrays(self, values: Any) -> dict[str, np.ndarray]:
         row_taps, column_taps = values

@@ -89,7 +89,7 @@ def choose(
     `family.describe_kind`), else replaced by the fastest measured kernel that serves
     any input."""
     row = store.device_row(device.fingerprint)
-    rows = [] if row is None else store.best(device_id=row.id, family=family.name)
+    rows = [] if row is None else readable_rows(store.best(device_id=row.id, family=family.name), family)
     tuned: dict[str, dict[str, Any]] = {}  # kinds tuned on this device, by label
     for _, _, problem_row in rows:
         kind = family.problem(problem_row.fields).kind()
@@ -126,6 +126,20 @@ def choose(
         variant = family.render(config, tuned_problem)
         chosen.append(Exported(variant, tuned_problem, trial.time_ms, choice.problem_id, note))
     return chosen
+
+
+def readable_rows(rows: list[tuple[Any, Any, Any]], family: KernelFamily) -> list[tuple[Any, Any, Any]]:
+    """The best rows whose problem this release's family can read: a row a later release wrote
+    (a pixel type or problem field this one does not know) or one edited by hand is left out,
+    as the store leaves out rows it cannot parse, rather than failing the export of the rest."""
+    readable = []
+    for best_row in rows:
+        try:
+            family.problem(best_row[2].fields)
+        except (UsageError, TypeError, ValueError):
+            continue
+        readable.append(best_row)
+    return readable
 
 
 def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) -> Problem:

@@ -682,3 +682,45 @@ def test_export_takes_the_anchor_of_the_kinds_it_names(tmp_path):
         assert result.returncode == 2 and says in result.stderr, (options, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_best_row_this_release_cannot_read_is_left_out_of_export(tmp_path):
+    """A database shared with a later release may hold problems of a pixel type or field this
+    release does not know: export leaves those rows out and writes the rest (it failed whole:
+    "dtype must be one of ..., got 'bfloat16'", exit 2)."""
+    db = url(tmp_path / "shared.db")
+    for width in (3, 5, 7):
+        problem = CONV2D.problem(
+            {"filter_width": width, "out_width": 30, "out_height": 20, "dtype": "float32"}
+        )
+        store_best(db, CONV2D, problem, [_config(CONV2D, problem, local_x=8, local_y=4)])
+    later = {
+        5: {"filter_width": 5, "out_width": 30, "out_height": 20, "dtype": "bfloat16"},
+        7: {"filter_width": 7, "out_width": 30, "out_height": 20, "dtype": "float32", "dilation": 2},
+    }
+    with sqlite3.connect(tmp_path / "shared.db") as connection:
+        for width, key in later.items():
+            connection.execute(
+                "UPDATE autotune_problems SET key = ? WHERE json_extract(key, '$.filter_width') = ?",
+                (json.dumps(key, separators=(",", ":")), width),
+            )
+    connection.close()
+    out = tmp_path / "kernels"
+    result = run_cli("export", "-d", "0", "--out", str(out), "--db", db)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "autotune_kernels.h",
+        "convolve_f3.cl",
+        "convolve_f3.json",
+    ]
+    manifest = json.loads((out / "convolve_f3.json").read_text())
+    rng = np.random.default_rng(14)
+    image, filt = (
+        rng.uniform(-1, 1, (25, 33)).astype(np.float32),
+        rng.uniform(-1, 1, (3, 3)).astype(np.float32),
+    )
+    launch = [manifest[k] for k in ("kernel_name", "build_options", "local_size", "work_per_item")]
+    got = run_kernel((out / "convolve_f3.cl").read_text(), *launch, image, filt)
+    np.testing.assert_allclose(got, scipy_valid(image, filt), atol=2e-5)
+    result = run_cli("export", "-d", "0", "-f", "5", "--out", str(tmp_path / "f5"), "--db", db)
+    assert result.returncode == 2 and "no tuned kernel for F=5 on device 0" in result.stderr

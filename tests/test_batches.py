@@ -63,6 +63,29 @@ def test_a_wrong_frame_offset_is_caught(evaluator):
     assert wrong.status.value == "wrong_result"
 
 
+@pytest.mark.parametrize(
+    "problem",
+    [
+        Conv2DProblem(3, 64, 7, frames=2),  # rows 66 floats apart, 9 rows a frame
+        Conv2DProblem(3, 66, 9, "uint8", out_dtype="uint8", border="mirror", frames=3),
+        Conv2DProblem(3, 22, 11, "float16", border="constant", channels=3, anchor=0, frames=2),
+    ],
+    ids=["valid", "mirror", "constant-3ch"],
+)
+def test_batched_kernels_read_float4s_aligned_in_every_frame(evaluator, problem):
+    """image_vector = 4 with a row pitch of 2 mod 4: a row starts 16-byte aligned where its
+    row in the whole batch is even, so in a frame after an odd number of rows the even rows
+    are the ones 8 bytes past. The kernel went by the row's parity within its frame and read
+    misaligned float4s there (PoCL: SIGSEGV; found by checks/fuzz_export.py, seed 1272: an
+    exported batch kernel launched at 64x7, 2 frames)."""
+    config = {"filter_mode": "define", "filter_space": "local", "unroll": "full", "image_vector": 4}
+    config = CONV2D.space.complete(config | {"local_x": 8, "local_y": 4, "work_x": 4, "work_y": 2})
+    assert not CONV2D.violations(config, problem), CONV2D.violations(config, problem)
+    assert problem.in_width * problem.channels % 4 == 2 and problem.in_height % 2 == 1
+    result = evaluator.measure(CONV2D.render(config, problem), problem)
+    assert result.status.value == "ok", result.error
+
+
 def _cv2_per_frame(frames: np.ndarray, filt: np.ndarray, border: str, same_type: bool) -> np.ndarray:
     """cv2.filter2D on each frame; borders (wrap too, which filter2D lacks) through
     cv2.copyMakeBorder, then the 'valid' part."""

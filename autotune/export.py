@@ -13,7 +13,7 @@ from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.files import write_file, write_files
-from autotune.lookup import any_data_config, resolve_kind
+from autotune.lookup import any_data_config, readable_rows, resolve_kind
 from autotune.outcomes import Status, first_measurement
 from autotune.store import Store
 
@@ -126,20 +126,6 @@ def choose(
         variant = family.render(config, tuned_problem)
         chosen.append(Exported(variant, tuned_problem, trial.time_ms, choice.problem_id, note))
     return chosen
-
-
-def readable_rows(rows: list[tuple[Any, Any, Any]], family: KernelFamily) -> list[tuple[Any, Any, Any]]:
-    """The best rows whose problem this release's family can read: a row a later release wrote
-    (a pixel type or problem field this one does not know) or one edited by hand is left out,
-    as the store leaves out rows it cannot parse, rather than failing the export of the rest."""
-    readable = []
-    for best_row in rows:
-        try:
-            family.problem(best_row[2].fields)
-        except (UsageError, TypeError, ValueError):
-            continue
-        readable.append(best_row)
-    return readable
 
 
 def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) -> Problem:

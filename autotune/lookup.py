@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.devices import DeviceInfo
+from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
 from autotune.families.base import size_distance
 from autotune.outcomes import Status
@@ -62,7 +63,7 @@ def resolve(
     """`rows` are (best, device, problem) rows from Store.best(); empty without a database."""
     mine, others, related = [], [], []
     kind = problem.kind()
-    for best, row_device, row_problem in rows:
+    for best, row_device, row_problem in readable_rows(rows, family):
         if row_problem.family != family.name:
             continue
         fields = row_problem.fields
@@ -110,12 +111,29 @@ def resolve(
     return Choice(family.fallback(problem, device), problem, "default")
 
 
+def readable_rows(rows: list[tuple[Any, Any, Any]], family: KernelFamily) -> list[tuple[Any, Any, Any]]:
+    """The best rows whose problem this release's family can read: a row a later release wrote
+    (a pixel type or problem field this one does not know) or one edited by hand is left out,
+    as the store leaves out rows it cannot parse, rather than failing the export, the lookup
+    or the listing of the rest."""
+    readable = []
+    for best_row in rows:
+        try:
+            if best_row[2].family != family.name:
+                continue
+            family.problem(best_row[2].fields)
+        except (UsageError, TypeError, ValueError):
+            continue
+        readable.append(best_row)
+    return readable
+
+
 def tuned_sizes(
     rows: list[tuple[Any, Any, Any]], family: KernelFamily, kind: dict[str, Any], device: DeviceInfo
 ) -> list[tuple[int, ...]]:
     """Sizes of this kind tuned on this device, as the rows hold them."""
     sizes = []
-    for _, row_device, row_problem in rows:
+    for _, row_device, row_problem in readable_rows(rows, family):
         if row_problem.family == family.name and row_device.fingerprint == device.fingerprint:
             problem = family.problem(row_problem.fields)
             if problem.kind() == kind:

@@ -687,7 +687,8 @@ def test_export_takes_the_anchor_of_the_kinds_it_names(tmp_path):
 def test_a_best_row_this_release_cannot_read_is_left_out_of_export(tmp_path):
     """A database shared with a later release may hold problems of a pixel type or field this
     release does not know: export leaves those rows out and writes the rest (it failed whole:
-    "dtype must be one of ..., got 'bfloat16'", exit 2)."""
+    "dtype must be one of ..., got 'bfloat16'", exit 2), and `best`, `convolve()` and `plan()`
+    leave them out alike (they failed the same way)."""
     db = url(tmp_path / "shared.db")
     for width in (3, 5, 7):
         problem = CONV2D.problem(
@@ -724,3 +725,11 @@ def test_a_best_row_this_release_cannot_read_is_left_out_of_export(tmp_path):
     np.testing.assert_allclose(got, scipy_valid(image, filt), atol=2e-5)
     result = run_cli("export", "-d", "0", "-f", "5", "--out", str(tmp_path / "f5"), "--db", db)
     assert result.returncode == 2 and "no tuned kernel for F=5 on device 0" in result.stderr
+    # and every other reader of best rows leaves them out alike
+    assert [k["filter_width"] for k in cli_json("best", "--db", db)["kernels"]] == [3]
+    assert cli_json("best", "-d", "0", "-f", "5", "--db", db)["kernels"][0]["fallback"] == "default"
+    for width in (3, 5, 7):
+        taps = rng.uniform(-1, 1, (width, width)).astype(np.float32)
+        np.testing.assert_allclose(autotune.convolve(image, taps, db=db), scipy_valid(image, taps), atol=2e-5)
+        level = autotune.plan(image.shape, width, db=db).level
+        assert level == ("nearest_image_size" if width == 3 else "default"), (width, level)

@@ -161,7 +161,7 @@ def best(
     from autotune.devices import device_info
     from autotune.families import get_family
     from autotune.families.conv2d.inputs import parse_filter_sizes, parse_image_size
-    from autotune.lookup import Choice, resolve_kind
+    from autotune.lookup import Choice, readable_rows, resolve_kind
 
     family = get_family(family_name)
     filter_size = None
@@ -193,7 +193,9 @@ def best(
         if device_index is not None:
             row = store.device_row(device_info(device_index).fingerprint)
             mine_id = row.id if row is not None else -1
-        for row, device, problem_row in store.best(device_id=mine_id, family=family.name):
+        for row, device, problem_row in readable_rows(
+            store.best(device_id=mine_id, family=family.name), family
+        ):
             problem = family.problem(problem_row.fields)
             key = problem.key()
             if (

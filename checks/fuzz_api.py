@@ -49,6 +49,7 @@ import numpy as np
 import scipy.ndimage as ndi
 
 import autotune
+from autotune.families.image import NUMPY_PAD_MODES
 from autotune.plans import cached_choices
 
 FLOAT32_EPS = 2.0**-24
@@ -84,7 +85,6 @@ CV2_BORDERS = {
     "reflect": cv2.BORDER_REFLECT,
     "mirror": cv2.BORDER_REFLECT_101,
 }  # cv2.filter2D has no BORDER_WRAP
-NUMPY_PAD_MODES = {"replicate": "edge", "reflect": "symmetric", "mirror": "reflect", "wrap": "wrap"}
 CV2_TYPES = ("uint8", "uint16", "int16", "float32", "float64")  # pixel types cv2.filter2D filters
 MAX_WORK = 30_000_000  # multiply-adds of one draw's reference (a few seconds of SciPy at most)
 

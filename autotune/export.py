@@ -3,6 +3,7 @@ lookup), the .cl source and JSON manifest, the family's C header, T4 results."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,27 +82,32 @@ def choose(
     size: tuple[int, ...] | None,
     values: dict[str, Any] | None = None,
     only_tuned: bool = False,
+    fields: dict[str, Any] | None = None,
 ) -> list[Exported]:
     """The tuned kernel of this device for each problem kind (every tuned kind when
-    None; with `only_tuned`, those of `kinds` tuned on it, maybe none), for the size
-    nearest `size` (default: the largest tuned). A best compiled for one input's
-    values is exported with the values given for its kind (`values`, by
-    `family.describe_kind`), else replaced by the fastest measured kernel that serves
-    any input."""
+    None, or every one with the problem `fields` asked; with `only_tuned`, those of
+    `kinds` tuned on it, maybe none), for the size nearest `size` (default: the largest
+    tuned). A best compiled for one input's values is exported with the values given
+    for its kind (`values`, by `family.describe_kind`), else replaced by the fastest
+    measured kernel that serves any input."""
     row = store.device_row(device.fingerprint)
     rows = [] if row is None else readable_rows(store.best(device_id=row.id, family=family.name), family)
     tuned: dict[str, dict[str, Any]] = {}  # kinds tuned on this device, by label
     for _, _, problem_row in rows:
         kind = family.problem(problem_row.fields).kind()
         tuned.setdefault(family.describe_kind(kind), kind)
-    wanted = [family.describe_kind(k) for k in kinds] if kinds is not None else list(tuned)
+    if kinds is not None:
+        wanted = [family.describe_kind(k) for k in kinds]
+    else:
+        wanted = [label for label, kind in tuned.items() if has_fields(family, kind, fields or {})]
     if only_tuned:
         wanted = [label for label in wanted if label in tuned]
         if not wanted:
             return []
     missing = [label for label in wanted if label not in tuned]
     if not wanted or missing:
-        which = missing[0] if missing else "any problem"
+        asked = ", ".join(f"{name}={value}" for name, value in (fields or {}).items())
+        which = missing[0] if missing else "any problem" + (f" with {asked}" if asked else "")
         where = f"device {device.index} ({device.name})" if device.index is not None else device.name
         raise UsageError(f"no tuned kernel for {which} on {where}; run `autotune search` first")
     chosen = []
@@ -126,6 +132,30 @@ def choose(
         variant = family.render(config, tuned_problem)
         chosen.append(Exported(variant, tuned_problem, trial.time_ms, choice.problem_id, note))
     return chosen
+
+
+def has_fields(family: KernelFamily, kind: dict[str, Any], fields: dict[str, Any]) -> bool:
+    """Whether a tuned kind has the problem fields asked (`--dtype uint8 --border mirror`
+    without a filter width); a field a kind leaves out is at its default. An `anchor` is
+    cv2's (x, y), compared as the taps it names in that kind's filter."""
+    defaults = {f.name: f.default for f in dataclasses.fields(family.problem_type)}
+    plain = {name: value for name, value in fields.items() if name != "anchor"}
+    if any(kind.get(name, defaults.get(name)) != value for name, value in plain.items()):
+        return False
+    if "anchor" not in fields:
+        return True
+    width, rows = kind["filter_width"], kind.get("filter_height", 0)
+    same_pixels = {
+        name: kind[name] for name in ("dtype", "out_dtype", "border", "channels", "frames") if name in kind
+    }
+    ranks = [kind["rank"]] if "rank" in kind else None
+    try:
+        placed = family.kinds(
+            [(rows, width) if rows else width], ranks, {**same_pixels, "anchor": fields["anchor"]}
+        )
+    except UsageError:  # an anchor outside this kind's filter
+        return False
+    return placed[0] == kind
 
 
 def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) -> Problem:

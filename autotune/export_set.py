@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class ExportRequest:
     asked_header: bool  # --format named header (else the header holds what it can)
     prefix: str = "autotune"
     guard: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # with kinds None: only kinds with these
 
 
 def matches(name: str, pattern: str) -> bool:
@@ -105,7 +106,14 @@ def plan(
     parts = []
     for device, folder in zip(devices, folders, strict=True):
         chosen = choose(
-            store, family, device, request.kinds, request.size, request.values, only_tuned=several
+            store,
+            family,
+            device,
+            request.kinds,
+            request.size,
+            request.values,
+            only_tuned=several,
+            fields=request.fields,
         )
         parts.append(DeviceExport(device, out / folder, chosen))
     exported = {family.describe_kind(e.problem.kind()) for part in parts for e in part.chosen}

@@ -733,3 +733,52 @@ def test_a_best_row_this_release_cannot_read_is_left_out_of_export(tmp_path):
         np.testing.assert_allclose(autotune.convolve(image, taps, db=db), scipy_valid(image, taps), atol=2e-5)
         level = autotune.plan(image.shape, width, db=db).level
         assert level == ("nearest_image_size" if width == 3 else "default"), (width, level)
+
+
+def test_export_without_a_width_takes_the_kinds_with_the_pixel_options_given(tmp_path):
+    """`export --dtype uint8` (no -f) exports the uint8 kinds only, and so does every pixel
+    option and --anchor: before, without -f they were ignored and every tuned kind was
+    written. An option at its default (`--dtype float32`) filters too; no kind with them is
+    one line, nothing written."""
+    db = url(tmp_path / "kinds.db")
+    base = {"out_width": 24, "out_height": 16}
+    problems = {
+        "F=3": {"filter_width": 3, "dtype": "float32"},
+        "F=3 uint8->uint8 mirror": {
+            "filter_width": 3,
+            "dtype": "uint8",
+            "out_dtype": "uint8",
+            "border": "mirror",
+        },
+        "anchored": {
+            "filter_width": 3,
+            "dtype": "uint8",
+            "out_dtype": "uint8",
+            "border": "mirror",
+            "anchor": 0,
+        },
+        "rgb": {"filter_width": 5, "dtype": "uint8", "out_dtype": "uint8", "channels": 3},
+    }
+    labels = {}
+    for name, fields in problems.items():
+        problem = CONV2D.problem({**base, **fields})
+        store_best(db, CONV2D, problem, [_config(CONV2D, problem, local_x=8, local_y=4)])
+        labels[name] = CONV2D.describe_kind(problem.kind())
+
+    def exported(*options: str) -> list[str]:
+        result = run_cli("export", "-d", "0", "--out", str(tmp_path / "out"), *options, "--db", db, "--json")
+        assert result.returncode == 0, (options, result.stderr)
+        return sorted(k["problem"] for k in json.loads(result.stdout)["data"]["kernels"])
+
+    assert exported() == sorted(labels.values())
+    assert exported("--dtype", "uint8") == sorted(
+        labels[n] for n in ("F=3 uint8->uint8 mirror", "anchored", "rgb")
+    )
+    assert exported("--dtype", "float32") == [labels["F=3"]]
+    assert exported("--channels", "3") == [labels["rgb"]]
+    assert exported("--border", "mirror", "--anchor", "0,0") == [labels["anchored"]]
+    assert exported("--border", "mirror", "--anchor", "-1,-1") == [labels["F=3 uint8->uint8 mirror"]]
+    result = run_cli("export", "-d", "0", "--out", str(tmp_path / "none"), "--dtype", "uint16", "--db", db)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "no tuned kernel for any problem with dtype=uint16 on device 0" in result.stderr
+    assert not (tmp_path / "none").exists()

@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from autotune.cli.options import db_option, family_options, json_option, open_store, parse_ranks
+from autotune.cli.options import (
+    db_option,
+    family_options,
+    given_pixels,
+    json_option,
+    open_store,
+    parse_ranks,
+)
 from autotune.cli.output import device_record, emit
 from autotune.errors import AutotuneError, UsageError
 from autotune.files import StagedFiles, write_files
@@ -244,7 +251,10 @@ def export(
     if taps is not None:
         kind, given = family.values_of_filter(taps, pixels)
         values[family.describe_kind(kind)] = given
-    request = export_set.ExportRequest(kinds, size, values, formats, asked_header, c_prefix, include_guard)
+    fields = {**given_pixels(pixels), **({"anchor": anchor} if anchor is not None else {})}
+    request = export_set.ExportRequest(
+        kinds, size, values, formats, asked_header, c_prefix, include_guard, fields=fields
+    )
     out = Path(out_dir)
     files, parts = export_set.plan(store, family, devices, request, out, several)
     for part in parts:

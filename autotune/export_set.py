@@ -123,6 +123,10 @@ def plan(
         raise UsageError(
             f"no tuned kernel for {missing[0]} on the devices asked; run `autotune search` first"
         )
+    if not exported:  # every kind of no device has the fields asked
+        asked = ", ".join(f"{name}={value}" for name, value in request.fields.items())
+        which = f"no tuned kernel with {asked}" if asked else "no tuned kernel"
+        raise UsageError(f"{which} on the devices asked; run `autotune search` first")
     files: list[tuple[Path, str]] = []
     for part in parts:
         for e in part.chosen:

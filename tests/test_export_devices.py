@@ -97,9 +97,14 @@ def test_export_of_a_device_that_is_not_on_this_machine(fleet_db, tmp_path):
             "export", "--all-devices", "-f", "5", "--out", str(tmp_path / "f5"), "--db", fleet_db
         )["kernels"]
     ] == [5, 5]
+    float32 = cli_json(  # a pixel option filters the kinds of every device
+        "export", "--all-devices", "--dtype", "float32", "--out", str(tmp_path / "f32"), "--db", fleet_db
+    )
+    assert len(float32["kernels"]) == 6
     for args, says in (
         (["--device-name", "A100"], "no device matching 'A100'"),
         (["--device-name", "h200", "-f", "9"], "no tuned kernel for F=9"),
+        (["--all-devices", "--dtype", "uint8"], "no tuned kernel with dtype=uint8 on the devices asked"),
         (["--all-devices", "-d", "0"], "one of --device, --device-name and --all-devices"),
         (["--all-devices", "--c-prefix", "9lives"], "--c-prefix must be a C identifier"),
         (["--all-devices", "--include-guard", "A-B"], "--include-guard must be a C identifier"),

@@ -103,7 +103,7 @@ def main() -> int:
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     store = Store(args.db)
     # Same GPU model and platform; a different driver version is accepted (and said).
     tuned = {}

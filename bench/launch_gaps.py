@@ -44,7 +44,7 @@ def main() -> int:
     context = cl.Context([device])
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, info, widths)
+    size = image_size(args.image_size, info)
     configs = []
     for text in args.config:
         data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)

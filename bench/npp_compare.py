@@ -119,7 +119,7 @@ def main() -> int:
     args = parser.parse_args()
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     store = Store(args.db)
     shim = load_npp()
     borders = {"mirror": shim.npp_border(0), "replicate": shim.npp_border(1)}

@@ -116,7 +116,7 @@ def main() -> int:
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     store = Store(args.db)
     given = float_configs(args.float_configs)
 

@@ -30,7 +30,7 @@ def main() -> int:
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     problems = [Conv2DProblem(width, *size) for width in widths]
     by_width = dict(zip(widths, problems, strict=True))
 

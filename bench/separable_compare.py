@@ -166,7 +166,7 @@ def main() -> int:
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
     ranks = [int(r) for r in args.rank.split(",")]
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     store = Store(args.db)
     tuned = separable_configs(store, device, size, pixels)
     missing = [problem_of(w, r) for w in widths for r in ranks if (w, r) not in tuned]

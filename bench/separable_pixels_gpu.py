@@ -45,7 +45,7 @@ def main() -> int:
     args = parser.parse_args()
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     store = Store(args.db)
 
     def tuned(family, problem):  # noqa: ANN001, ANN202 - two families

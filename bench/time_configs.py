@@ -77,7 +77,7 @@ def main() -> int:
     ranks = [int(r) for r in args.rank.split(",")]
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
     configs: list[tuple[str, dict]] = []
     for text in args.config:
         data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)

@@ -39,7 +39,7 @@ def main() -> int:
 
     device = device_info(args.device)
     widths = parse_filter_widths(args.filter_width)
-    size = image_size(args.image_size, device, widths)
+    size = image_size(args.image_size, device)
 
     def listen(kind: str, data: dict[str, Any]) -> None:
         if kind == "problem_done":

@@ -335,3 +335,47 @@ def test_plan_takes_flip_and_answers_for_the_kernel_convolve_runs(shape):
     plain = autotune.plan((17, 14), shape, filter=filt, **call).problem
     even = [side % 2 == 0 for side in shape]
     assert (plain.anchor_row != rows[0], plain.anchor_column != columns[0]) == tuple(even)
+
+
+@pytest.mark.parametrize(
+    "options,image_shape,filter_shape,call",
+    [
+        # a rectangular filter whose width passes the image's height (refused before: 5 > 4)
+        (("--filter-size", "3x5", "-s", "9x4", "--channels", "3", "--dtype", "uint16", "--border", "wrap"),
+         (4, 9, 3), (3, 5), {"mode": "same", "border": "wrap", "out_dtype": "same"}),
+        # a filter wider and taller than a 'same' image
+        (("-f", "5", "-s", "2x3", "--dtype", "uint8", "--border", "mirror"),
+         (3, 2), (5, 5), {"mode": "same", "border": "mirror", "out_dtype": "same"}),
+        # a 1x1 'valid' output
+        (("-f", "4", "-s", "1x1"), (4, 4), (4, 4), {"mode": "valid"}),
+    ],
+)  # fmt: skip
+def test_search_tunes_filters_larger_than_the_output(tmp_path, options, image_shape, filter_shape, call):
+    """`search -s` names the output size; any filter goes with it, as `convolve` takes it
+    ('valid' input grows by the filter, 'same' reads through the border however far).
+    Before, a filter side above the output's smaller side was refused ("filter 3x5 is larger
+    than the image (9x4)"). The tuned kernel is what `convolve` then runs, and it agrees with
+    SciPy."""
+    db = f"sqlite:///{tmp_path / 'small.db'}"
+    same_type = ("--out-dtype", "same") if "--dtype" in options else ()
+    search = run_cli("search", "-d", "0", *options, *same_type, "--trials", "4", "--db", db)
+    assert search.returncode == 0, search.stderr
+    rng = np.random.default_rng(len(options))
+    dtype = options[options.index("--dtype") + 1] if "--dtype" in options else "float32"
+    image = (rng.integers(0, 1000, image_shape) % np.iinfo(dtype).max if dtype != "float32"
+             else rng.uniform(-1, 1, image_shape)).astype(dtype)  # fmt: skip
+    filt = rng.uniform(0, 1, filter_shape).astype(np.float32)
+    filt /= filt.sum()
+    chosen = autotune.plan(image.shape, filter_shape, dtype=image.dtype, db=db, **call)
+    assert chosen.level == "exact", chosen
+    got = autotune.convolve(image, filt, db=db, **call)
+    mode = {"wrap": "wrap", "mirror": "mirror"}.get(call.get("border"), "constant")
+    exact = ndi.correlate(
+        image.astype(np.float64), filt.astype(np.float64)[..., None] if image.ndim == 3 else filt, mode=mode
+    )
+    if call["mode"] == "valid":
+        exact = exact[2:3, 2:3]  # the one output whose window lies inside: SciPy centres a 4x4 filter at (2, 2)
+    if got.dtype.kind in "iu":
+        np.testing.assert_array_less(np.abs(got.astype(np.float64) - np.rint(exact)), 1.0 + 1e-9)
+    else:
+        np.testing.assert_allclose(got, exact, atol=1e-5)

@@ -105,7 +105,7 @@ def search(
     device = device_info(device_index)
     if not device.double_precision and "float64" in (pixels.get("dtype"), pixels.get("out_dtype")):
         raise UsageError(f"float64 pixels need a device with double precision; {device.name} has none")
-    size = image_size(size_text, device, widths)
+    size = image_size(size_text, device)
     problems = family.problems_of(kinds, size)
     check_fits(problems, device)
     store = open_store(db_url)
@@ -254,7 +254,7 @@ def study(
 
     widths = parse_filter_sizes(widths_text)
     device = device_info(device_index)
-    size = image_size(size_text, device, widths)
+    size = image_size(size_text, device)
     known = CONV2D.space.presets
     for name in presets:
         if name not in known:
@@ -296,10 +296,14 @@ def study(
     table.add_column("preset")
     for problem in problems:
         table.add_column(CONV2D.describe_kind(problem.kind()), justify="right")
-    for name in names:
+    measured = {(r.problem, r.preset): r.measurement for r in rows}
+    for name in names or dict.fromkeys(r.preset for r in rows):  # as measured: a preset per row
         cells = []
         for problem in problems:
-            m = next(r for r in rows if r.problem == problem and r.preset == name).measurement
+            m = measured.get((problem, name))
+            if m is None:  # a preset that does not apply to this problem
+                cells.append("-")
+                continue
             cells.append(
                 f"{m.time_ms:.3f} ({gains.get((problem, name), 0):.2f}x)" if m.ok else m.status.value
             )

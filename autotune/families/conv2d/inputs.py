@@ -66,14 +66,12 @@ def default_image_size(device: Any) -> tuple[int, int]:
     return CPU_IMAGE if device.is_cpu else GPU_IMAGE
 
 
-def image_size(text: str | None, device: Any, widths: list[FilterSize]) -> tuple[int, int]:
-    """The output size asked for, or the device type's default; every filter must fit."""
-    size = parse_image_size(text) if text else default_image_size(device)
-    for width in widths:
-        if max(width if isinstance(width, tuple) else (width,)) > min(size):
-            shown = "x".join(map(str, width)) if isinstance(width, tuple) else f"width {width}"
-            raise UsageError(f"filter {shown} is larger than the image ({size[0]}x{size[1]})")
-    return size
+def image_size(text: str | None, device: Any) -> tuple[int, int]:
+    """The output size asked for, or the device type's default. Any filter goes with any
+    size: 'valid' input is the output grown by the filter, and 'same' output reads past
+    the image's edge through its border however far the filter reaches, as `convolve`
+    does for images smaller than the filter."""
+    return parse_image_size(text) if text else default_image_size(device)
 
 
 def _declared_bytes(f: Any) -> tuple[tuple[int, ...], int]:

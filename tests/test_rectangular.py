@@ -374,7 +374,7 @@ def test_search_tunes_filters_larger_than_the_output(tmp_path, options, image_sh
         image.astype(np.float64), filt.astype(np.float64)[..., None] if image.ndim == 3 else filt, mode=mode
     )
     if call["mode"] == "valid":
-        exact = exact[2:3, 2:3]  # the one output whose window lies inside: SciPy centres a 4x4 filter at (2, 2)
+        exact = exact[2:3, 2:3]  # the one output whose window lies inside (SciPy centres 4x4 at (2, 2))
     if got.dtype.kind in "iu":
         np.testing.assert_array_less(np.abs(got.astype(np.float64) - np.rint(exact)), 1.0 + 1e-9)
     else:

@@ -46,9 +46,11 @@ fuzz: setup
 
 # Random calls of convolve(), Convolver and plan() as a user makes them (pixel types, channels,
 # batches, awkward sizes and layouts, filters, anchors, borders, flip, NaN), each compared with
-# scipy.ndimage and cv2.filter2D after the same rounding.
+# scipy.ndimage and cv2.filter2D after the same rounding; then again with a database of random
+# tuned kinds, so the calls borrow related kinds' kernels.
 fuzz-api: setup
 	$(PY) checks/fuzz_api.py --seeds 0-399
+	$(PY) checks/fuzz_api.py --seeds 0-199 --random-bests 80 --bests-seed 1
 
 # Random problems x random valid configs of both families, each stored as the best kernel of a
 # SQLite database and taken out with `autotune export`; the kernel is then run from its manifest

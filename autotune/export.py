@@ -3,7 +3,6 @@ lookup), the .cl source and JSON manifest, the family's C header, T4 results."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,7 @@ from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, KernelVariant, Problem
 from autotune.files import write_file, write_files
-from autotune.lookup import any_data_config, readable_rows, resolve_kind
+from autotune.lookup import any_data_config, fields_text, has_fields, readable_rows, resolve_kind
 from autotune.outcomes import Status, first_measurement
 from autotune.store import Store
 
@@ -106,7 +105,7 @@ def choose(
             return []
     missing = [label for label in wanted if label not in tuned]
     if not wanted or missing:
-        asked = ", ".join(f"{name}={value}" for name, value in (fields or {}).items())
+        asked = fields_text(fields or {})
         which = missing[0] if missing else "any problem" + (f" with {asked}" if asked else "")
         where = f"device {device.index} ({device.name})" if device.index is not None else device.name
         raise UsageError(f"no tuned kernel for {which} on {where}; run `autotune search` first")
@@ -132,30 +131,6 @@ def choose(
         variant = family.render(config, tuned_problem)
         chosen.append(Exported(variant, tuned_problem, trial.time_ms, choice.problem_id, note))
     return chosen
-
-
-def has_fields(family: KernelFamily, kind: dict[str, Any], fields: dict[str, Any]) -> bool:
-    """Whether a tuned kind has the problem fields asked (`--dtype uint8 --border mirror`
-    without a filter width); a field a kind leaves out is at its default. An `anchor` is
-    cv2's (x, y), compared as the taps it names in that kind's filter."""
-    defaults = {f.name: f.default for f in dataclasses.fields(family.problem_type)}
-    plain = {name: value for name, value in fields.items() if name != "anchor"}
-    if any(kind.get(name, defaults.get(name)) != value for name, value in plain.items()):
-        return False
-    if "anchor" not in fields:
-        return True
-    width, rows = kind["filter_width"], kind.get("filter_height", 0)
-    same_pixels = {
-        name: kind[name] for name in ("dtype", "out_dtype", "border", "channels", "frames") if name in kind
-    }
-    ranks = [kind["rank"]] if "rank" in kind else None
-    try:
-        placed = family.kinds(
-            [(rows, width) if rows else width], ranks, {**same_pixels, "anchor": fields["anchor"]}
-        )
-    except UsageError:  # an anchor outside this kind's filter
-        return False
-    return placed[0] == kind
 
 
 def _problem(family: KernelFamily, kind: dict[str, Any], size: tuple[int, ...]) -> Problem:

@@ -24,6 +24,7 @@ from autotune.families.c_header import (
     header_name,
     holds_in_header,
 )
+from autotune.lookup import fields_text
 from autotune.store import Store
 
 
@@ -40,7 +41,7 @@ class DeviceExport:
 class ExportRequest:
     """What to export, as the command line asks it."""
 
-    kinds: list[dict[str, Any]] | None  # None: every kind tuned
+    kinds: list[dict[str, Any]] | None  # None: every kind tuned (with `fields`, those with them)
     size: tuple[int, ...] | None
     values: dict[str, Any]  # per kind label: the filter a literal kernel is compiled for
     formats: list[str]
@@ -124,7 +125,7 @@ def plan(
             f"no tuned kernel for {missing[0]} on the devices asked; run `autotune search` first"
         )
     if not exported:  # every kind of no device has the fields asked
-        asked = ", ".join(f"{name}={value}" for name, value in request.fields.items())
+        asked = fields_text(request.fields)
         which = f"no tuned kernel with {asked}" if asked else "no tuned kernel"
         raise UsageError(f"{which} on the devices asked; run `autotune search` first")
     files: list[tuple[Path, str]] = []

@@ -29,6 +29,7 @@ from autotune.devices import DeviceInfo
 from autotune.errors import UsageError
 from autotune.families import KernelFamily, Problem
 from autotune.families.base import size_distance
+from autotune.families.image import PIXEL_DEFAULTS
 from autotune.outcomes import Status
 from autotune.space import Config
 
@@ -188,3 +189,30 @@ def any_data_config(
         if config is not None and not family.violations(config, choice.problem, device):
             return config, fastest
     return family.any_data_twin(choice.config, choice.problem, device), None
+
+
+def has_fields(family: KernelFamily, kind: dict[str, Any], fields: dict[str, Any]) -> bool:
+    """Whether a tuned kind has the problem fields asked (`--dtype uint8 --border mirror`
+    without a filter width); a field a kind leaves out is at its default. An `anchor` is
+    cv2's (x, y), compared as the taps it names in that kind's filter (check it first with
+    `family.kinds`: here an anchor that fits no filter of the kind's size is no match)."""
+    plain = {name: value for name, value in fields.items() if name != "anchor"}
+    if any(kind.get(name, PIXEL_DEFAULTS[name]) != value for name, value in plain.items()):
+        return False
+    if "anchor" not in fields:
+        return True
+    width, rows = kind["filter_width"], kind.get("filter_height", 0)
+    pixels = {name: kind[name] for name in PIXEL_DEFAULTS if name in kind}
+    ranks = [kind["rank"]] if "rank" in kind else None
+    size = (rows, width) if rows else width
+    try:
+        placed = family.kinds([size], ranks, {**pixels, "anchor": fields["anchor"]})
+    except UsageError:  # an anchor past this kind's filter
+        return False
+    return placed[0] == kind
+
+
+def fields_text(fields: dict[str, Any]) -> str:
+    """Fields as a command line names them: `dtype=uint8, anchor=0,2`."""
+    shown = {name: ",".join(map(str, value)) if name == "anchor" else value for name, value in fields.items()}
+    return ", ".join(f"{name}={value}" for name, value in shown.items())

@@ -30,7 +30,12 @@ Prints one line per defect (a wrong result, an exception that is not one clear r
 a refusal of a documented case or a call that runs where the docs say it is refused, a plan
 that is not what ran) with the seed that reproduces it (`--seeds N-N`), and one line per
 note; then counts. Exits 1 on any defect. Not part of the test suite (a few hundred draws
-take minutes on PoCL). Without `--db` the calls use an empty database (the untuned kernels).
+take minutes on PoCL). Without `--db` the calls use an empty database (the untuned kernels);
+`--random-bests N` makes a database of N kinds of either family instead (drawn as
+`checks/fuzz_export.py` draws them, each with a random valid config as its best, seeded by
+`--bests-seed`), so most calls borrow a related kind's kernel, made fit for the call, as a
+tuned database serves them; a defect then reproduces with the same `--random-bests` and
+`--bests-seed` beside its seed.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ import dataclasses
 import json
 import random
 import sys
+import tempfile
 import traceback
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -123,6 +130,7 @@ class Draw:
     device_arrays: bool = False  # the Convolver also called with pyopencl arrays
     misuse: str | None = None  # an argument the docs say is refused
     refused_with: str = ""  # the message of the refusal
+    level: str = ""  # how the kernel that ran was found (lookup.Choice.level)
 
     def text(self) -> str:
         fields = {
@@ -630,6 +638,7 @@ def run_draw(d: Draw, device: int, db: str, notes: list[str]) -> str:
     if d.refusal:
         raise Outcome("ran what the docs refuse", f"expected a refusal naming {d.refusal!r}")
     ran = what_ran()
+    d.level = ran.level
     check_result(d, got, image, "convolve", notes)
     try:
         chosen = autotune.plan(d.shape, filter_size, **planned)
@@ -750,13 +759,56 @@ def run_convolver(
             )
 
 
+def random_bests(url: str, count: int, seed: int, device_index: int) -> Counter[str]:
+    """A database of `count` kinds of either family, each with a random valid config as its
+    best on this device (and a literal best's argument-reading twin measured slower), at
+    small sizes: what a user's tuned database holds, without measuring."""
+    from fuzz_export import FAMILIES, Tuned, store_best
+    from fuzz_kernels import draw_config, draw_problem
+
+    from autotune.devices import device_info
+    from autotune.families import get_family
+
+    device = device_info(device_index)
+    rng = random.Random(seed)
+    made: Counter[str] = Counter()
+    for _ in range(count):
+        family = get_family(rng.choice(FAMILIES))
+        problem = draw_problem(family, rng)
+        if problem.key().get("dtype") == "float64" and not device.double_precision:
+            continue
+        config = draw_config(family, problem, device, rng)
+        if config is None:
+            continue
+        configs = [family.space.complete(config)]
+        if not family.serves_any_data(configs[0]):
+            configs.append(family.any_data_twin(configs[0], problem, device))
+        store_best(url, family, device, [Tuned(problem, configs)])
+        made[family.name] += 1
+    return made
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0-99")
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--db", default="sqlite://", help="database URL (default: an empty one)")
+    parser.add_argument("--random-bests", type=int, default=0, help="make a database of this many kinds")
+    parser.add_argument("--bests-seed", type=int, default=0, help="seed of --random-bests")
     parser.add_argument("--json", help="write every draw's call and outcome here")
     args = parser.parse_args()
+    if args.random_bests > 0 and args.db != "sqlite://":
+        parser.error("give --db or --random-bests, not both")
+    with tempfile.TemporaryDirectory(prefix="fuzz_api_") as folder:
+        if args.random_bests > 0:
+            args.db = f"sqlite:///{Path(folder) / 'random_bests.db'}"
+            made = random_bests(args.db, args.random_bests, args.bests_seed, args.device)
+            print(f"random bests (--bests-seed {args.bests_seed}): {dict(made)}", flush=True)
+        return fuzz(args)
+
+
+def fuzz(args: argparse.Namespace) -> int:
+    """Every seed's draw against `args.db`; 1 on any defect."""
     counts: Counter[str] = Counter()
     records = []
     for seed in seeds(args.seeds):
@@ -772,17 +824,22 @@ def main() -> int:
             outcome, detail = "check failed", f"{one_line(error)} @ {origin_of(error)}"
             print(f"seed {seed}: {outcome}: {d.text()} :: {detail[:400]}", flush=True)
         counts[outcome] += 1
+        if d.level:
+            counts[f"kernel: {d.level}"] += 1
         for note in notes:
             counts["note: " + note.split(" differs")[0] + " differs"] += 1
             print(f"seed {seed}: note: {d.text()} :: {note[:400]}", flush=True)
         detail = detail or d.refused_with
-        records.append({"seed": seed, "call": json.loads(d.text()), "outcome": outcome, "detail": detail})
+        call = json.loads(d.text())
+        records.append({"seed": seed, "call": call, "outcome": outcome, "detail": detail, "kernel": d.level})
     print("counts:", dict(counts))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)
     defects = sum(
-        n for name, n in counts.items() if name not in ("ran", "refused") and not name.startswith("note")
+        n
+        for name, n in counts.items()
+        if name not in ("ran", "refused") and not name.startswith(("note", "kernel: "))
     )
     return 1 if defects else 0
 

@@ -737,48 +737,58 @@ def test_a_best_row_this_release_cannot_read_is_left_out_of_export(tmp_path):
 
 def test_export_without_a_width_takes_the_kinds_with_the_pixel_options_given(tmp_path):
     """`export --dtype uint8` (no -f) exports the uint8 kinds only, and so does every pixel
-    option and --anchor: before, without -f they were ignored and every tuned kind was
-    written. An option at its default (`--dtype float32`) filters too; no kind with them is
-    one line, nothing written."""
+    option and --anchor (of either family; a rows x F kind's anchor names its taps): before,
+    without -f they were ignored and every tuned kind was written. An option at its default
+    (`--channels 1`) filters too; options -f would refuse are refused alike; no kind with
+    them is one line, nothing written."""
     db = url(tmp_path / "kinds.db")
     base = {"out_width": 24, "out_height": 16}
+    uint8_mirror = {"dtype": "uint8", "out_dtype": "uint8", "border": "mirror"}
     problems = {
         "F=3": {"filter_width": 3, "dtype": "float32"},
-        "F=3 uint8->uint8 mirror": {
-            "filter_width": 3,
-            "dtype": "uint8",
-            "out_dtype": "uint8",
-            "border": "mirror",
-        },
-        "anchored": {
-            "filter_width": 3,
-            "dtype": "uint8",
-            "out_dtype": "uint8",
-            "border": "mirror",
-            "anchor": 0,
-        },
+        "F=3 uint8->uint8 mirror": {"filter_width": 3, **uint8_mirror},
+        "anchored": {"filter_width": 3, **uint8_mirror, "anchor": 0},
         "rgb": {"filter_width": 5, "dtype": "uint8", "out_dtype": "uint8", "channels": 3},
+        "rows": {"filter_width": 5, "filter_height": 3, **uint8_mirror, "anchor": 4, "anchor_y": 0},
     }
     labels = {}
     for name, fields in problems.items():
         problem = CONV2D.problem({**base, **fields})
         store_best(db, CONV2D, problem, [_config(CONV2D, problem, local_x=8, local_y=4)])
         labels[name] = CONV2D.describe_kind(problem.kind())
+    separable = SEPARABLE.problem(
+        {**base, "filter_width": 5, "rank": 1, "dtype": "float32"} | {"border": "mirror", "anchor": 1}
+    )
+    store_best(db, SEPARABLE, separable, [_config(SEPARABLE, separable, cache_input=True)])
+    separable_label = SEPARABLE.describe_kind(separable.kind())
+
+    def export(*options: str) -> subprocess.CompletedProcess:
+        return run_cli("export", "-d", "0", "--out", str(tmp_path / "out"), *options, "--db", db, "--json")
 
     def exported(*options: str) -> list[str]:
-        result = run_cli("export", "-d", "0", "--out", str(tmp_path / "out"), *options, "--db", db, "--json")
+        result = export(*options)
         assert result.returncode == 0, (options, result.stderr)
         return sorted(k["problem"] for k in json.loads(result.stdout)["data"]["kernels"])
 
     assert exported() == sorted(labels.values())
-    assert exported("--dtype", "uint8") == sorted(
-        labels[n] for n in ("F=3 uint8->uint8 mirror", "anchored", "rgb")
-    )
+    uint8 = ("F=3 uint8->uint8 mirror", "anchored", "rgb", "rows")
+    assert exported("--dtype", "uint8") == sorted(labels[n] for n in uint8)
     assert exported("--dtype", "float32") == [labels["F=3"]]
     assert exported("--channels", "3") == [labels["rgb"]]
     assert exported("--border", "mirror", "--anchor", "0,0") == [labels["anchored"]]
     assert exported("--border", "mirror", "--anchor", "-1,-1") == [labels["F=3 uint8->uint8 mirror"]]
-    result = run_cli("export", "-d", "0", "--out", str(tmp_path / "none"), "--dtype", "uint16", "--db", db)
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "no tuned kernel for any problem with dtype=uint16 on device 0" in result.stderr
-    assert not (tmp_path / "none").exists()
+    assert exported("--border", "mirror", "--anchor", "4,0") == [labels["rows"]]  # the 3x5 kind's corner
+    family = ("--family", "separable")
+    assert exported(*family, "--channels", "1") == [separable_label]
+    assert exported(*family, "--border", "mirror", "--anchor", "1,1") == [separable_label]
+    mirror = ("--border", "mirror")
+    for options, says in (
+        (("--dtype", "uint16"), "no tuned kernel for any problem with dtype=uint16 on device 0"),
+        ((*mirror, "--anchor", "0,2"), "no tuned kernel for any problem with border=mirror, anchor=0,2 "),
+        ((*mirror, "--anchor", "-5,0"), "anchor must be -1 or a tap of the filter"),  # as with -f
+        ((*family, "--channels", "3"), "--channels and --frames are for the conv2d family"),
+        ((*family, *mirror, "--anchor", "0,1"), "anchors its filter at one tap in x and y"),
+    ):
+        result = export(*options)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert says in result.stderr, (options, result.stderr)

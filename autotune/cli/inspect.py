@@ -10,7 +10,6 @@ import click
 from rich.markup import escape
 
 from autotune.cli.options import (
-    PIXEL_DEFAULTS,
     db_option,
     family_option,
     family_options,
@@ -161,7 +160,7 @@ def best(
     from autotune.devices import device_info
     from autotune.families import get_family
     from autotune.families.conv2d.inputs import parse_filter_sizes, parse_image_size
-    from autotune.lookup import Choice, readable_rows, resolve_kind
+    from autotune.lookup import Choice, has_fields, readable_rows, resolve_kind
 
     family = get_family(family_name)
     filter_size = None
@@ -205,7 +204,7 @@ def best(
                 continue
             if ranks and key.get("rank") not in ranks:
                 continue
-            if any(key.get(field, PIXEL_DEFAULTS[field]) != value for field, value in wanted.items()):
+            if not has_fields(family, problem.kind(), wanted):
                 continue
             if wanted_size is not None and tuple(problem.size) != wanted_size:
                 continue

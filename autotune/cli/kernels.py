@@ -179,8 +179,8 @@ def render(
     "--anchor",
     "anchor_text",
     default=None,
-    help="With --border: X,Y, the filter's column and row over each output of the kinds -f and --filter "
-    "name (cv2's anchor; -1: the centre) [default: the centre].",
+    help="With --border: X,Y, the filter's column and row over each output (cv2's anchor; -1: the "
+    "centre) of the kinds -f and --filter name, or without -f, the kinds to export [default: the centre].",
 )
 @family_options
 @json_option
@@ -212,6 +212,7 @@ def export(
     from autotune.families import get_family
     from autotune.families.c_header import check_c_name
     from autotune.families.conv2d.inputs import load_filter, parse_filter_sizes, parse_image_size
+    from autotune.families.conv2d.render import MAX_FILTER_WIDTH
 
     if sum((device_index is not None, device_pattern is not None, all_devices)) > 1:
         raise UsageError("give one of --device, --device-name and --all-devices")
@@ -246,6 +247,8 @@ def export(
         devices = export_set.stored_devices(store, family, device_pattern)
     else:
         devices = [device_info(device_index or 0)]
+    if widths is None:  # the options filter the tuned kinds; refused first as -f refuses them
+        family.kinds([MAX_FILTER_WIDTH], None, pixels)
     kinds = family.kinds(widths or [], ranks, pixels) if widths is not None else None
     values = {}
     if taps is not None:

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from autotune.families.image import PIXEL_DEFAULTS
+
 DB_HELP = (
     "Database URL (any SQLAlchemy URL) [default: $AUTOTUNE_DB, else a SQLite file in the user data dir]."
 )
@@ -136,15 +138,6 @@ def pixel_options(function: Any) -> Any:
     ):
         with_pixels = option(with_pixels)
     return with_pixels
-
-
-PIXEL_DEFAULTS: dict[str, Any] = {
-    "dtype": "float32",
-    "out_dtype": "float32",
-    "border": "none",
-    "channels": 1,
-    "frames": 1,
-}
 
 
 def parse_pixels(

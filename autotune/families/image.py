@@ -29,6 +29,15 @@ PIXEL_TYPES = {
 # How 'same' output sees pixels past the image edge (`none`: 'valid' output, no border).
 # Names as OpenCV and SciPy use them, with each one's aliases.
 BORDERS = ("none", "constant", "replicate", "reflect", "mirror", "wrap")
+#: The problem fields of pixels, borders and layout, at their defaults (a kind that leaves
+#: one out has it; a family without a field has its default: one channel, one frame).
+PIXEL_DEFAULTS: dict[str, Any] = {
+    "dtype": "float32",
+    "out_dtype": "float32",
+    "border": "none",
+    "channels": 1,
+    "frames": 1,
+}
 BORDER_ALIASES = {
     "nearest": "replicate",  # scipy.ndimage
     "edge": "replicate",  # numpy.pad

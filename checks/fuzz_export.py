@@ -84,18 +84,16 @@ CHILD_TIMEOUT_S = 900
 
 def host_runs(family: KernelFamily, problem: Any) -> bool:
     """Whether the example C host can read this problem's images and find its kind: 8- or
-    16-bit PGM/PPM (one or three channels) or raw float32 (1-4 channels), one frame; the
-    separable header holds float32 'valid' kernels only."""
+    16-bit PGM/PPM (one or three channels), or raw values of any pixel type (`-t`), 1-4
+    channels, frames one after another (`-n`); the separable header holds float32 'valid'
+    kernels only."""
     key = problem.key()
     dtype, out_dtype = key.get("dtype", "float32"), key.get("out_dtype", "float32")
     if out_dtype not in (dtype, "float32"):
         return False
     if family.name == "separable":
         return (dtype, out_dtype, key.get("border", "none")) == ("float32", "float32", "none")
-    channels = key.get("channels", 1)
-    if key.get("frames", 1) != 1:
-        return False
-    return dtype == "float32" or (dtype in ("uint8", "uint16") and channels in (1, 3))
+    return True
 
 
 def header_holds(family: KernelFamily, problem: Any) -> bool:
@@ -969,12 +967,22 @@ class Draw:
             return
         for number, (run, image, taps) in enumerate(runs):
             pixels = image
-            if self.host_bytes and run.dtype == "float32" and getattr(run, "channels", 1) in (1, 3):
+            if (
+                self.host_bytes
+                and run.dtype == "float32"
+                and getattr(run, "channels", 1) in (1, 3)
+                and getattr(run, "frames", 1) == 1
+            ):
                 pixels = np.random.default_rng(self.seed + number).integers(0, 256, image.shape, np.uint8)
                 image = pixels.astype(np.float32)
             expected, bound, _ = self._reference(run, image, taps, given, border_value)
             label = f"C host run {number} ({run.out_width}x{run.out_height}, {pixels.dtype} pixels)"
-            command = [str(binary), "-d", str(self.device_index), *self._host_options(run, border_value)]
+            command = [
+                str(binary),
+                "-d",
+                str(self.device_index),
+                *self._host_options(run, border_value, pixels),
+            ]
             command += [self._host_image(run, pixels, work), self._host_filter(run, taps, given, work)]
             command.append(str(work / "host_out.raw"))
             result = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -992,10 +1000,13 @@ class Draw:
             if wrong:
                 self.defect(f"{label}: {wrong}")
 
-    def _host_options(self, run: Any, border_value: float) -> list[str]:
+    def _host_options(self, run: Any, border_value: float, pixels: np.ndarray) -> list[str]:
         if self.family.name == "separable":
             return []
         options = ["-f", f"{run.filter_rows}x{run.filter_width}"]
+        if not self._pnm(run, pixels):
+            options += ["-t", pixels.dtype.name] if pixels.dtype != np.float32 else []
+            options += ["-n", str(run.frames)] if run.frames > 1 else []
         if run.same:
             options += ["-b", run.border, "-a", f"{run.anchor_column},{run.anchor_row}"]
             if run.border == "constant":
@@ -1004,10 +1015,19 @@ class Draw:
             options += ["-o", "same"]
         return options
 
+    def _pnm(self, run: Any, image: np.ndarray) -> bool:
+        """Whether the host reads the image as PGM/PPM: 8 and 16 bits, one frame of one or
+        three channels, every other seed (else as raw values, `-t` saying their type), and
+        always for the separable host, which reads raw float32 only."""
+        channels, frames = getattr(run, "channels", 1), getattr(run, "frames", 1)
+        if image.dtype not in (np.uint8, np.uint16) or channels not in (1, 3) or frames != 1:
+            return False
+        return self.family.name == "separable" or self.seed % 2 == 0
+
     def _host_image(self, run: Any, image: np.ndarray, work: Path) -> str:
-        """The image as the host reads it: PGM/PPM for 8 and 16 bits, else raw float32."""
+        """The image as the host reads it: PGM/PPM (`_pnm`), else raw values of its type."""
         channels = getattr(run, "channels", 1)
-        if image.dtype == np.float32:
+        if not self._pnm(run, image):
             image.tofile(work / "host_in.raw")
             shape = f"{run.in_width}x{run.in_height}" + (f"x{channels}" if channels > 1 else "")
             return f"{shape}:{work / 'host_in.raw'}"

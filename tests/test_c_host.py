@@ -29,6 +29,9 @@ def kinds_db(tmp_path_factory) -> str:
     for extra in (
         ("-f", "3", "--dtype", "uint8", "--out-dtype", "same", "--border", "mirror", "--channels", "3"),
         ("-f", "3x5", "--dtype", "uint16", "--border", "constant"),
+        # raw images of other pixel types (-t), and a batch (-n)
+        ("-f", "5", "--dtype", "int16", "--out-dtype", "same", "--border", "reflect", "--frames", "3"),
+        ("-f", "3", "--dtype", "float16", "--channels", "2"),
     ):
         result = run_cli("search", *common, *extra)
         assert result.returncode == 0, result.stderr
@@ -103,8 +106,10 @@ def test_the_header_holds_every_kind_with_its_edge_groups(exported):
     assert {(m["dtype"], m["border"], m["channels"]) for m in manifests} == {
         ("uint8", "mirror", 3),
         ("uint16", "constant", 1),
+        ("int16", "reflect", 1),
+        ("float16", "none", 2),
     }
-    assert all("border_groups" in m for m in manifests)
+    assert all("border_groups" in m for m in manifests if m["border"] in ("mirror", "constant"))
     rgb = next(m for m in manifests if m["channels"] == 3)
     assert rgb["config"]["channel_items"] and rgb["tile_values"] == 3 * rgb["work_per_item"][0]
     assert rgb["edge_outputs_per_item"] == 2
@@ -147,6 +152,57 @@ def test_the_c_host_runs_16_bit_kernels_of_rows_x_f_filters_with_a_border_value(
         got = np.fromfile(tmp_path / "o.raw", dtype=np.float32).reshape(height, width)
         exact = scipy_reference(image, filt, "constant", value=7.5)
         assert_matches(got, exact, image, filt, f"{width}x{height} uint16 constant 7.5")
+
+
+def test_the_c_host_reads_raw_images_of_any_pixel_type_and_batches(run_host, tmp_path):
+    """`-t` names a raw image's pixel type and `-n` its frames, one after another in the
+    file and in the output (a kernel exported with --frames: one launch)."""
+    rng = np.random.default_rng(8)
+    filt = filter_of(5, rng, "int16")
+    flt = _write_filter(tmp_path / "filter.txt", filt)
+    for frames, height, width in ((3, 11, 17), (3, 1, 2), (1, 6, 5)):
+        image = image_of("int16", (frames, height, width), rng)
+        image.tofile(tmp_path / "in.raw")
+        args = (
+            "-t",
+            "int16",
+            "-n",
+            frames,
+            "-b",
+            "reflect",
+            "-o",
+            "same",
+            f"{width}x{height}:{tmp_path / 'in.raw'}",
+        )
+        result = run_host(*args, flt, tmp_path / "o.raw")
+        if frames == 1:  # only the batch kind was exported
+            assert result.returncode == 1 and "no exported kernel" in result.stderr, result.stderr
+            continue
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"{width}x{height}, {frames} frames"
+        got = np.fromfile(tmp_path / "o.raw", dtype=np.int16).reshape(frames, height, width)
+        for frame in range(frames):
+            exact = scipy_reference(image[frame], filt, "reflect")
+            assert_matches(got[frame], exact, image[frame], filt, f"int16 frame {frame} of {width}x{height}")
+    half = rng.uniform(-2, 2, (9, 13, 2)).astype(np.float16)
+    half[0, 0, 0], half[4, 5, 1] = np.float16(6.0e-8), np.float16(-65504)  # a subnormal, the lowest half
+    half.tofile(tmp_path / "half.raw")
+    box = rng.uniform(0, 1, (3, 3)).astype(np.float32)
+    flt = _write_filter(tmp_path / "box.txt", box)
+    result = run_host("-t", "float16", f"13x9x2:{tmp_path / 'half.raw'}", flt, tmp_path / "o.raw")
+    assert result.returncode == 0, result.stderr
+    got = np.fromfile(tmp_path / "o.raw", dtype=np.float32).reshape(7, 11, 2)
+    for channel in range(2):
+        exact = scipy_reference(half[..., channel], box, "constant")[1:-1, 1:-1]
+        np.testing.assert_allclose(got[..., channel], exact, rtol=1e-5, atol=1e-2)
+    for args, says in (
+        (("-t", "int8", f"13x9x2:{tmp_path / 'half.raw'}"), "-t takes uint8"),
+        (("-n", "0", f"13x9x2:{tmp_path / 'half.raw'}"), "-n takes a count of frames"),
+        (("-t", "float64", f"13x9x2:{tmp_path / 'half.raw'}"), "cannot read the raw image"),  # too short
+        (("-n", "2", _pnm(tmp_path / "in.pgm", image_of("uint8", (9, 13), rng))), "describe a raw image"),
+    ):
+        result = run_host(*args, flt, tmp_path / "o.raw")
+        assert result.returncode == 1 and says in result.stderr, (args, result.stderr)
 
 
 def test_the_c_host_takes_a_filter_size_and_keeps_maxval(run_host, tmp_path):
@@ -221,7 +277,7 @@ def test_the_header_launch_size_is_the_hosts(exported, tmp_path):
         if device == "0":
             width, height, *launch = map(int, numbers)
             launches[dtype, width, height] = tuple(launch)
-    assert len(launches) == 2 * 7
+    assert len(launches) == 4 * 7
     grouped = 0
     for manifest_path in exported.glob("*.json"):
         manifest = json.loads(manifest_path.read_text())
@@ -232,6 +288,7 @@ def test_the_header_launch_size_is_the_hosts(exported, tmp_path):
             manifest["border"],
             manifest["channels"],
             filter_height=manifest["filter_height"],
+            frames=3 if manifest.get("batch") else 1,  # the batch kind's (launch x and y do not depend on it)
         )
         variant = CONV2D.render(
             manifest["config"], CONV2D.problem(kind | {"out_width": 40, "out_height": 24})

@@ -1,9 +1,13 @@
 /* Run a kernel exported by `autotune export --format header` on any OpenCL device.
  *
- *   convolve_host [-d DEVICE] [-f RxF] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT
+ *   convolve_host [-d DEVICE] [-t DTYPE] [-n FRAMES] [-f RxF] [-b BORDER [-v VALUE] [-a X,Y]] [-o same]
+ *                 IMAGE FILTER OUTPUT
  *
- * IMAGE: a binary PGM (P5) or PPM (P6, 3 channels), 8 or 16 bit, or raw float32 given as
- *   WIDTHxHEIGHT:path.raw (WIDTHxHEIGHTxCHANNELS:path.raw for interleaved channels)
+ * IMAGE: a binary PGM (P5) or PPM (P6, 3 channels), 8 or 16 bit, or raw values given as
+ *   WIDTHxHEIGHT:path.raw (WIDTHxHEIGHTxCHANNELS:path.raw for interleaved channels), of
+ *   pixel type DTYPE (-t: uint8, uint16, int16, float16, float32 (the default), float64;
+ *   native byte order); -n FRAMES: the raw file holds that many images of the size one
+ *   after another, filtered as one batch (a kernel exported with --frames)
  * FILTER: a text file of numbers, row-major: one line of F*F (an F x F filter), or R lines
  *   of F (an R x F filter); -f RxF gives the size instead (a 1 x F filter on one line, say).
  *   With a header of separable kernels (AUTOTUNE_SEPARABLE),
@@ -59,10 +63,11 @@ static void trim(char *text) {
     text[end - start] = '\0';
 }
 
-/* An image as read: width x height pixels of `channels` interleaved values, each of
- * `bytes` bytes: uint8 (1), native-endian uint16 (2) or float32 (4); `maxval` of a PNM. */
+/* An image as read: `frames` images of width x height pixels of `channels` interleaved
+ * values, each of `bytes` bytes (uint8 1; uint16, int16, float16 2; float32 4; float64 8;
+ * native byte order); `maxval` of a PNM. */
 typedef struct {
-    int width, height, channels;
+    int width, height, channels, frames;
     size_t bytes;
     const char *dtype;
     void *values;
@@ -70,7 +75,37 @@ typedef struct {
 } image_t;
 
 static size_t image_values(const image_t *image) {
-    return (size_t)image->width * (size_t)image->height * (size_t)image->channels;
+    return (size_t)image->width * (size_t)image->height * (size_t)image->channels * (size_t)image->frames;
+}
+
+static size_t pixel_bytes(const char *dtype) {
+    if (strcmp(dtype, "uint8") == 0) return 1;
+    if (strcmp(dtype, "float32") == 0) return 4;
+    if (strcmp(dtype, "float64") == 0) return 8;
+    return 2; /* uint16, int16, float16 */
+}
+
+#ifndef AUTOTUNE_SEPARABLE
+/* A pixel type -t names, as the header spells it; NULL for one it does not know. */
+static const char *known_dtype(const char *dtype) {
+    static const char *const known[] = {"uint8", "uint16", "int16", "float16", "float32", "float64"};
+    for (size_t i = 0; i < sizeof known / sizeof *known; ++i)
+        if (strcmp(dtype, known[i]) == 0) return known[i];
+    return NULL;
+}
+#endif
+
+/* An IEEE half-precision value as float (exact: every half is a float). */
+static float half_to_float(uint16_t half) {
+    int exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ff;
+    float value;
+    if (exponent == 0)
+        value = ldexpf((float)mantissa, -24); /* zero and subnormals */
+    else if (exponent == 31)
+        value = mantissa ? NAN : INFINITY;
+    else
+        value = ldexpf((float)(mantissa | 0x400), exponent - 25);
+    return half >> 15 ? -value : value;
 }
 
 /* The next number of a PNM header, past whitespace and # comments. */
@@ -93,7 +128,7 @@ static image_t read_pnm(const char *path) {
     char magic[2];
     if (fread(magic, 1, 2, f) != 2 || magic[0] != 'P' || (magic[1] != '5' && magic[1] != '6'))
         die("not a binary PGM (P5) or PPM (P6)");
-    image_t image = {0, 0, magic[1] == '6' ? 3 : 1, 1, "uint8", NULL, 0};
+    image_t image = {0, 0, magic[1] == '6' ? 3 : 1, 1, 1, "uint8", NULL, 0};
     image.width = pnm_number(f);
     image.height = pnm_number(f);
     int maxval = image.maxval = pnm_number(f); /* then the single whitespace pnm_number read */
@@ -117,9 +152,9 @@ static image_t read_pnm(const char *path) {
     return image;
 }
 
-static image_t read_raw(const char *spec) {
+static image_t read_raw(const char *spec, const char *dtype, int frames) {
     char path[4096];
-    image_t image = {0, 0, 1, sizeof(float), "float32", NULL, 0};
+    image_t image = {0, 0, 1, frames, pixel_bytes(dtype), dtype, NULL, 0};
     if (sscanf(spec, "%dx%dx%d:%4095s", &image.width, &image.height, &image.channels, path) != 4) {
         image.channels = 1;
         if (sscanf(spec, "%dx%d:%4095s", &image.width, &image.height, path) != 3)
@@ -128,9 +163,9 @@ static image_t read_raw(const char *spec) {
     if (image.width <= 0 || image.height <= 0 || image.channels < 1 || image.channels > 4)
         die("a raw image needs a positive size and 1 to 4 channels");
     size_t n = image_values(&image);
-    image.values = malloc(n * sizeof(float));
+    image.values = malloc(n * image.bytes);
     FILE *f = fopen(path, "rb");
-    if (!f || fread(image.values, sizeof(float), n, f) != n) die("cannot read the raw float32 image");
+    if (!f || fread(image.values, image.bytes, n, f) != n) die("cannot read the raw image (its size, -t, -n)");
     fclose(f);
     return image;
 }
@@ -140,8 +175,18 @@ static image_t as_float32(image_t image) {
     if (image.bytes == sizeof(float)) return image;
     size_t n = image_values(&image);
     float *values = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; ++i)
-        values[i] = image.bytes == 1 ? (float)((unsigned char *)image.values)[i] : (float)((uint16_t *)image.values)[i];
+    for (size_t i = 0; i < n; ++i) {
+        if (strcmp(image.dtype, "uint8") == 0)
+            values[i] = (float)((const unsigned char *)image.values)[i];
+        else if (strcmp(image.dtype, "uint16") == 0)
+            values[i] = (float)((const uint16_t *)image.values)[i];
+        else if (strcmp(image.dtype, "int16") == 0)
+            values[i] = (float)((const int16_t *)image.values)[i];
+        else if (strcmp(image.dtype, "float16") == 0)
+            values[i] = half_to_float(((const uint16_t *)image.values)[i]);
+        else
+            values[i] = (float)((const double *)image.values)[i]; /* float64 */
+    }
     free(image.values);
     image.values = values;
     image.bytes = sizeof(float);
@@ -199,13 +244,6 @@ static float *read_filter(const char *path, const char *size, int *filter_height
     return values;
 }
 
-static size_t pixel_bytes(const char *dtype) {
-    if (strcmp(dtype, "uint8") == 0) return 1;
-    if (strcmp(dtype, "float32") == 0) return 4;
-    if (strcmp(dtype, "float64") == 0) return 8;
-    return 2; /* uint16, int16, float16 */
-}
-
 /* Output as a PGM/PPM file where its name says so and its pixels are 8 or 16 bit, with
  * `maxval` (the input's; values above it clamped, as the kernel saturates at the type's). */
 static int write_pnm(const char *path, const void *values, size_t bytes, const char *dtype, int width,
@@ -252,7 +290,9 @@ static float *read_taps(const char *path, int *filter_width, int *rank) {
 #ifdef AUTOTUNE_SEPARABLE
 #define USAGE "usage: convolve_host [-d DEVICE] IMAGE TAPS OUTPUT"
 #else
-#define USAGE "usage: convolve_host [-d DEVICE] [-f RxF] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] IMAGE FILTER OUTPUT"
+#define USAGE                                                                                            \
+    "usage: convolve_host [-d DEVICE] [-t DTYPE] [-n FRAMES] [-f RxF] [-b BORDER [-v VALUE] [-a X,Y]] [-o same] " \
+    "IMAGE FILTER OUTPUT"
 #endif
 
 /* The device_index-th device over all platforms, and its platform. */
@@ -289,7 +329,8 @@ static cl_mem buffer(cl_context context, cl_mem_flags flags, size_t bytes, void 
 }
 
 int main(int argc, char **argv) {
-    int device_index = 0, arg = 1;
+    int device_index = 0, arg = 1, frames = 1;
+    const char *raw_dtype = "float32";
 #ifndef AUTOTUNE_SEPARABLE
     const char *border = "none", *filter_size = NULL;
     float border_value = 0.0f;
@@ -300,6 +341,17 @@ int main(int argc, char **argv) {
         switch (argv[arg][1]) {
             case 'd': device_index = atoi(value); break;
 #ifndef AUTOTUNE_SEPARABLE
+            case 't':
+                raw_dtype = known_dtype(value);
+                if (!raw_dtype) die("-t takes uint8, uint16, int16, float16, float32 or float64");
+                break;
+            case 'n': {
+                char *end;
+                long count = strtol(value, &end, 10);
+                if (end == value || *end || count < 1 || count > 65536) die("-n takes a count of frames, 1 to 65536");
+                frames = (int)count;
+                break;
+            }
             case 'b': border = value; break;
             case 'f': filter_size = value; break;
             case 'v': {
@@ -324,7 +376,10 @@ int main(int argc, char **argv) {
     }
     if (argc - arg != 3) die(USAGE);
     const char *image_path = argv[arg], *filter_path = argv[arg + 1], *output_path = argv[arg + 2];
-    image_t image = strchr(image_path, ':') ? read_raw(image_path) : read_pnm(image_path);
+    int raw = strchr(image_path, ':') != NULL;
+    if (!raw && (frames > 1 || strcmp(raw_dtype, "float32") != 0))
+        die("-t and -n describe a raw image (WIDTHxHEIGHT:path), not a PGM or PPM");
+    image_t image = raw ? read_raw(image_path, raw_dtype, frames) : read_pnm(image_path);
 
     cl_platform_id platform = NULL;
     cl_device_id device = pick_device(device_index, &platform);
@@ -364,6 +419,7 @@ int main(int argc, char **argv) {
     kind.anchor = same ? anchor : -1;
     kind.anchor_y = same ? anchor_y : -1;
     kind.channels = image.channels;
+    kind.batch = image.frames > 1;
     kind.out_dtype = same_pixels_out ? image.dtype : "float32";
     /* The image's own pixels; else (float32 output) float32, converted here. */
     kind.dtype = image.dtype;
@@ -376,9 +432,9 @@ int main(int argc, char **argv) {
     if (!k) {
         fprintf(stderr,
                 "convolve_host: no exported kernel for a %dx%d filter, %s->%s pixels, %d channel(s), border %s"
-                " (anchor %d,%d)\n",
+                " (anchor %d,%d)%s\n",
                 filter_height, filter_width, image.dtype, kind.out_dtype, image.channels, border, kind.anchor,
-                kind.anchor_y);
+                kind.anchor_y, kind.batch ? ", frames in one launch" : "");
         return 1;
     }
 #endif
@@ -457,7 +513,7 @@ int main(int argc, char **argv) {
     }
 #else
     const char *out_dtype = k->out_dtype;
-    size_t out_bytes = pixel_bytes(out_dtype) * (size_t)out_width * out_height * image.channels;
+    size_t out_bytes = pixel_bytes(out_dtype) * (size_t)out_width * out_height * image.channels * image.frames;
     cl_mem filter_buf = buffer(context, CL_MEM_READ_ONLY, sizeof(float) * (size_t)filter_height * filter_width,
                                filter, "clCreateBuffer(filter)");
     cl_mem output_buf = buffer(context, CL_MEM_WRITE_ONLY, out_bytes, NULL, "clCreateBuffer(output)");
@@ -472,7 +528,7 @@ int main(int argc, char **argv) {
     if (same) check(clSetKernelArg(kernel, 7, sizeof(cl_float), &border_value), "clSetKernelArg");
 
     size_t global_size[3], local_size[3] = {k->local_size[0], k->local_size[1], 1};
-    autotune_launch_size(k, (size_t)out_width, (size_t)out_height, 1, global_size);
+    autotune_launch_size(k, (size_t)out_width, (size_t)out_height, (size_t)image.frames, global_size);
     check(clEnqueueNDRangeKernel(queue, kernel, k->batch ? 3 : 2, NULL, global_size, local_size, 0, NULL, NULL),
           "clEnqueueNDRangeKernel");
 #endif
@@ -484,8 +540,8 @@ int main(int argc, char **argv) {
     int written = 0;
     (void)out_dtype;
 #else
-    int written = write_pnm(output_path, output, pixel_bytes(out_dtype), out_dtype, out_width, out_height,
-                            image.channels, image.maxval);
+    int written = image.frames == 1 && write_pnm(output_path, output, pixel_bytes(out_dtype), out_dtype,
+                                                 out_width, out_height, image.channels, image.maxval);
 #endif
     if (!written) {
         FILE *f = fopen(output_path, "wb");
@@ -493,9 +549,12 @@ int main(int argc, char **argv) {
         fclose(f);
     }
     if (image.channels == 1)
-        printf("%dx%d\n", out_width, out_height);
+        printf("%dx%d", out_width, out_height);
     else
-        printf("%dx%dx%d\n", out_width, out_height, image.channels);
+        printf("%dx%dx%d", out_width, out_height, image.channels);
+    if (image.frames > 1)
+        printf(", %d frames", image.frames);
+    printf("\n");
 
     clReleaseMemObject(input_buf);
     clReleaseMemObject(filter_buf);

@@ -19,7 +19,7 @@
  * -o same: output of the image's pixel type (rounded, saturated), else float32
  * OUTPUT: raw values, row-major, channels interleaved; a .pgm or .ppm name writes such a
  *   file when the output is 8 or 16 bit (with the input's maxval, values clamped to it). stdout
- *   gets its size: WIDTHxHEIGHT[xCHANNELS].
+ *   gets its size: WIDTHxHEIGHT[xCHANNELS][, FRAMES frames].
  * DEVICE: index over all platforms' devices in the loader's order (default 0).
  *
  * The kernel is picked at run time from the header's table by the device's platform

@@ -56,7 +56,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "checks")]
 
 from fuzz_kernels import SIZES, draw_config, draw_problem, seeds  # noqa: E402
 
-from autotune import __version__  # noqa: E402
 from autotune.devices import DeviceInfo, device_info, open_device  # noqa: E402
 from autotune.errors import AutotuneError  # noqa: E402
 from autotune.families import KernelFamily, get_family  # noqa: E402
@@ -69,6 +68,7 @@ from autotune.families.separable.problem import tolerance as separable_tolerance
 from autotune.families.separable.terms import separable_terms  # noqa: E402
 from autotune.store import Store, config_key  # noqa: E402
 from tests.opencl_runner import kernel_signatures  # noqa: E402
+from tests.stored import store_best as store_tuned  # noqa: E402
 
 FAMILIES = ("conv2d", "separable")
 HOST_SOURCE = ROOT / "examples" / "c_host" / "convolve_host.c"
@@ -112,50 +112,8 @@ def header_holds(family: KernelFamily, problem: Any) -> bool:
 def store_best(url: str, family: KernelFamily, device: DeviceInfo, stored: list[Any]) -> None:
     """A database in which each `Tuned` kind's best kernel on `device` is its first config,
     the others measured slower (what a search leaves), written through the store's API."""
-    store = Store(url)
-    try:
-        device_id = store.device_id(device)
-        for tuned in stored:
-            key = tuned.problem.key()
-            problem_id = store.problem_id(family.name, key)
-            run = store.start_run(
-                device_id=device_id,
-                key=f"fuzz-export {family.name} {json.dumps(key)}",
-                family=family.name,
-                problems=json.dumps([key]),
-                sampler="random",
-                seed=0,
-                trials_budget=len(tuned.configs),
-                time_budget_s=None,
-                tool_version=__version__,
-            )
-            trials = []
-            for number, config in enumerate(tuned.configs):
-                time_ms = 1.0 + number
-                trials.append(
-                    store.add_trial(
-                        run_id=run.id,
-                        device_id=device_id,
-                        problem_id=problem_id,
-                        number=number,
-                        origin="sampler",
-                        config=json.dumps(config),
-                        config_key=config_key(config),
-                        status="ok",
-                        time_ms=time_ms,
-                        min_ms=time_ms,
-                        max_ms=time_ms,
-                        runs=1,
-                        compile_ms=10.0,
-                        max_error=0.0,
-                        error=None,
-                        kernel_sha=family.render(config, tuned.problem).fingerprint,
-                    )
-                )
-            store.set_best(device_id, problem_id, trials[0], 1.0)
-            store.set_run_status(run.id, "finished")
-    finally:
-        store.close()
+    for tuned in stored:
+        store_tuned(url, family, tuned.problem, tuned.configs, device)
 
 
 def store_later_release_row(url: str, family: KernelFamily, device: DeviceInfo, tuned: Any) -> None:

@@ -108,6 +108,32 @@ class Evaluator:
 
         return measurement
 
+    def measure_together(
+        self,
+        configs: list[Config],
+        problem: Problem,
+        compiled: list[Future[Compiled] | None] | None = None,
+    ) -> list[Measurement]:
+        """Configs of one problem verified, then timed launch by launch in turn (the worker's
+        `measure_together`), with the binaries built ahead where `compiled` has them; a config
+        not valid here, or whose build failed, is its own failed measurement."""
+        rendered: list[KernelVariant | Measurement] = [self.render(config, problem) for config in configs]
+        binaries: list[Compiled | None] = []
+        for i, future in enumerate(compiled or [None] * len(configs)):
+            built = future.result() if future is not None else None
+            if built is not None and built.status is not Status.OK:
+                rendered[i] = built.as_failure()
+            binaries.append(built)
+        chosen = [i for i, v in enumerate(rendered) if isinstance(v, KernelVariant)]
+        if chosen:
+            with self.lock.held():
+                timed = self.worker.measure_together(
+                    [rendered[i] for i in chosen], problem, self.policy, [binaries[i] for i in chosen]
+                )
+            for i, m in zip(chosen, timed, strict=True):
+                rendered[i] = m
+        return [m for m in rendered if isinstance(m, Measurement)]
+
     def measure(
         self, variant: KernelVariant, problem: Problem, compiled: Future[Compiled] | None = None
     ) -> Measurement:

@@ -165,6 +165,42 @@ class Session:
         binary: bytes | None = None,
         compile_ms: float | None = None,
     ) -> Measurement:
+        ready = self._ready(variant, problem, binary, compile_ms)
+        if isinstance(ready, Measurement):
+            return ready
+        launch, gate, verified = ready
+        try:
+            times = _time(launch, policy, gate)
+        except (self.cl.Error, self.cl.RuntimeError) as exc:
+            return Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)), compile_ms=verified.compile_ms)
+        return _timed(verified, times)
+
+    def measure_together(
+        self,
+        variants: list[KernelVariant],
+        problem: Problem,
+        policy: TimingPolicy,
+        binaries: list[bytes | None],
+    ) -> list[Measurement]:
+        """Several variants of one problem, each verified, then timed launch by launch in
+        turn (`_time_together`): a GPU whose speed moves between two levels for seconds at a
+        time (an H100 ran the same kernel 4-5% apart from one measurement to the next, every
+        kernel at once) moves them all alike, so their times compare."""
+        readied = [self._ready(v, problem, b, None) for v, b in zip(variants, binaries, strict=True)]
+        ready = [r for r in readied if not isinstance(r, Measurement)]
+        try:
+            times = _time_together([launch for launch, _, _ in ready], policy, self.context)
+        except (self.cl.Error, self.cl.RuntimeError) as exc:
+            failed = Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)))
+            return [r if isinstance(r, Measurement) else failed for r in readied]
+        timed = iter(_timed(verified, t) for (_, _, verified), t in zip(ready, times, strict=True))
+        return [r if isinstance(r, Measurement) else next(timed) for r in readied]
+
+    def _ready(
+        self, variant: KernelVariant, problem: Problem, binary: bytes | None, compile_ms: float | None
+    ) -> Measurement | tuple[Callable[[Any], list[Any]], Callable[[], Any] | None, Measurement]:
+        """Build the variant and run it once against the reference: its failure, or how to
+        launch it, the gate its runs need, and what the check found (compile time, error)."""
         cl = self.cl
         family = get_family(problem.family)
         self._prepare(problem)
@@ -175,9 +211,10 @@ class Session:
             return Measurement(Status.COMPILE_ERROR, error=clip(str(exc)))
         if compile_ms is None:
             compile_ms = (time.perf_counter() - start) * 1e3
+        buffers = self.buffers
 
         def launch(wait_for: Any = None) -> list[Any]:
-            return launcher.enqueue(self.queue, problem, self.buffers, wait_for)
+            return launcher.enqueue(self.queue, problem, buffers, wait_for)
 
         # Several launches are timed from the first's start to the last's end: each batch
         # waits behind a gate until all of it is queued, so the host's queueing (slow on a
@@ -195,20 +232,20 @@ class Session:
         verdict = self._verify(result, compile_ms)
         if isinstance(verdict, Measurement):
             return verdict
-        try:
-            times = _time(launch, policy, gate)
-        except (cl.Error, cl.RuntimeError) as exc:
-            return Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)), compile_ms=compile_ms)
-        return Measurement(
-            Status.OK,
-            time_ms=statistics.median(times),
-            min_ms=min(times),
-            max_ms=max(times),
-            runs=len(times),
-            compile_ms=compile_ms,
-            max_error=verdict,
-            times_ms=times,
-        )
+        return launch, gate, Measurement(Status.OK, compile_ms=compile_ms, max_error=verdict)
+
+
+def _timed(verified: Measurement, times: list[float]) -> Measurement:
+    return Measurement(
+        Status.OK,
+        time_ms=statistics.median(times),
+        min_ms=min(times),
+        max_ms=max(times),
+        runs=len(times),
+        compile_ms=verified.compile_ms,
+        max_error=verified.max_error,
+        times_ms=times,
+    )
 
 
 def _blank(dtype: np.dtype, n_out: int) -> tuple[np.ndarray, Any]:
@@ -255,6 +292,43 @@ def _time(launch: Any, policy: TimingPolicy, gate: Callable[[], Any] | None = No
         batch = max(1, min(wanted, 64, policy.max_runs - len(times)))
 
 
+def _time_together(
+    launches: list[Callable[[Any], list[Any]]], policy: TimingPolicy, context: Any
+) -> list[list[float]]:
+    """Each variant's run times in ms, the variants launched in turn (a, b, c, a, b, c, ...),
+    in batches queued behind one gate, until every variant has what `policy` asks of one
+    (or one hits a cap); all get the same number of runs."""
+    import pyopencl as cl
+
+    times: list[list[float]] = [[] for _ in launches]
+    if not launches:
+        return times
+    cycles = 1
+    while True:
+        opened = cl.UserEvent(context)
+        try:
+            runs = [
+                [launch([opened] if c == 0 and i == 0 else None) for i, launch in enumerate(launches)]
+                for c in range(cycles)
+            ]
+        finally:
+            opened.set_status(cl.command_execution_status.COMPLETE)
+        runs[-1][-1][-1].wait()
+        for cycle in runs:
+            for own, run in zip(times, cycle, strict=True):
+                own.append((run[-1].profile.end - run[0].profile.start) * 1e-6)
+        done = len(times[0])
+        least_s = min(sum(own) for own in times) * 1e-3
+        most_s = max(sum(own) for own in times) * 1e-3
+        if done >= policy.max_runs or most_s >= policy.max_time_s:
+            return times
+        if done >= policy.min_runs and least_s >= policy.min_time_s:
+            return times
+        per_run_s = max(least_s / done, 1e-7)
+        wanted = max(policy.min_runs - done, int((policy.min_time_s - least_s) / per_run_s) + 1)
+        cycles = max(1, min(wanted, 64, policy.max_runs - done))
+
+
 def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
     """Worker process main loop: one JSON line in, one JSON line out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
@@ -273,6 +347,9 @@ def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
         message = json.loads(line)
         if message is None:
             return
+        if message["op"] == "together":
+            reply({"measurements": [m.to_dict() for m in _together(session, message)]})
+            continue
         variant = KernelVariant.from_dict(message["variant"])
         try:
             if message["op"] == "compile":
@@ -289,3 +366,15 @@ def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
         except Exception:  # noqa: BLE001 - any surprise is this variant's failure
             result = Measurement(Status.CRASHED, error=clip(traceback.format_exc()))
         reply(result.to_dict())
+
+
+def _together(session: Session, message: dict[str, Any]) -> list[Measurement]:
+    variants = [KernelVariant.from_dict(v) for v in message["variants"]]
+    binaries = [base64.b64decode(b) if b else None for b in message["binaries"]]
+    try:
+        return session.measure_together(
+            variants, problem_from_dict(message["problem"]), TimingPolicy(**message["policy"]), binaries
+        )
+    except Exception:  # noqa: BLE001 - any surprise is a failure of all of them
+        failed = Measurement(Status.CRASHED, error=clip(traceback.format_exc()))
+        return [failed for _ in variants]

@@ -223,6 +223,29 @@ class Worker:
         """Verify and time a variant; with `compiled`, the binary built ahead is used."""
         return self.start_measure(variant, problem, policy, compiled)()
 
+    def measure_together(
+        self,
+        variants: list[KernelVariant],
+        problem: Problem,
+        policy: TimingPolicy | None = None,
+        compiled: list[Compiled | None] | None = None,
+    ) -> list[Measurement]:
+        """Verify each variant, then time them launch by launch in turn (the final re-time:
+        kernels whose times must compare, on a device whose speed drifts)."""
+        binaries = [c.binary if c is not None else None for c in compiled or [None] * len(variants)]
+        reply = self._call(
+            {
+                "op": "together",
+                "variants": [v.to_dict() for v in variants],
+                "problem": problem_as_dict(problem),
+                "policy": asdict(policy or TimingPolicy()),
+                "binaries": [base64.b64encode(b).decode() if b else None for b in binaries],
+            }
+        )
+        if isinstance(reply, Measurement):  # the process failed: all of them with it
+            return [reply for _ in variants]
+        return [Measurement.from_dict(m) for m in reply["measurements"]]
+
     def compile(self, variant: KernelVariant) -> Compiled:
         reply = self._call({"op": "compile", "variant": variant.to_dict()})
         if isinstance(reply, Measurement):

@@ -45,15 +45,23 @@ COPY = (
 )
 
 
-def timed(launch, repeats: int) -> tuple[float, float]:
-    """(median of single launches' own event times, back-to-back span / count), ms."""
-    launch().wait()
+def timed(launch, repeats: int, context: object) -> tuple[float, float]:
+    """(median of single launches' own event times, back-to-back span / count), ms. The
+    back-to-back launches wait behind a user event until all are queued, so the span is the
+    device's, not the host's queueing (`launch(wait_for)` returns the launch's last event)."""
+    import pyopencl as cl
+
+    launch(None).wait()
     single = []
     for _ in range(repeats):
-        event = launch()
+        event = launch(None)
         event.wait()
         single.append((event.profile.end - event.profile.start) * 1e-6)
-    events = [launch() for _ in range(repeats)]
+    gate = cl.UserEvent(context)
+    try:
+        events = [launch([gate] if i == 0 else None) for i in range(repeats)]
+    finally:
+        gate.set_status(cl.command_execution_status.COMPLETE)
     events[-1].wait()
     span = (events[-1].profile.end - events[0].profile.start) * 1e-6 / repeats
     return statistics.median(single), span
@@ -84,8 +92,11 @@ def main() -> int:
     copy = cl.Program(context, COPY).build().copy
     mf = cl.mem_flags
     print(f"{info.name} ({info.platform}, driver {info.driver_version}); {args.repeats} launches each, ms\n")
-    header = "| size | F | kind | kernel: one at a time | back to back | empty kernel | copy of the bytes |"
-    rule = "|---|---|---|---|---|---|---|"
+    header = (
+        "| size | F | kind | kernel: one at a time | back to back | empty kernel: one at a time "
+        "| back to back | copy of the bytes: one at a time | back to back |"
+    )
+    rule = "|---|---|---|---|---|---|---|---|---|"
     if args.npp:
         header += " NPP: one at a time | NPP: back to back |"
         rule += "---|---|"
@@ -106,15 +117,19 @@ def main() -> int:
             output_bytes = int(np.prod(problem.output_shape)) * problem.output_dtype.itemsize
             buffers["output"] = cl.Buffer(context, mf.READ_WRITE, size=max(output_bytes, 4))
             launcher = Launcher(CONV2D, variant, cl.Program(context, variant.source).build())
-            kernel = timed(functools.partial(last_event, launcher, queue, problem, buffers), args.repeats)
+            kernel = timed(
+                functools.partial(last_event, launcher, queue, problem, buffers), args.repeats, context
+            )
             global_size = CONV2D.global_size(variant, problem)
             local_size = (*variant.local_size, 1, 1)[: len(global_size)]
             ends = (buffers["input"], buffers["output"])
-            nothing = timed(functools.partial(empty, queue, global_size, local_size, *ends), args.repeats)
+            nothing = timed(
+                kernel_launch(empty, queue, global_size, local_size, *ends), args.repeats, context
+            )
             words = np.uint32(output_bytes // 4)
             items = (int(words) + 255) // 256 * 256
-            copied = timed(functools.partial(copy, queue, (items,), (256,), *ends, words), args.repeats)
-            cells = [f"{a:.4f}" for a in (*kernel, nothing[0], copied[0])]
+            copied = timed(kernel_launch(copy, queue, (items,), (256,), *ends, words), args.repeats, context)
+            cells = [f"{a:.4f}" for a in (*kernel, *nothing, *copied)]
             if args.npp:
                 cells += [f"{t:.4f}" for t in npp_times(problem)]
             kind = CONV2D.describe_kind(problem.kind())
@@ -122,9 +137,14 @@ def main() -> int:
     return 0
 
 
-def last_event(launcher: Launcher, queue: object, problem: object, buffers: dict) -> object:
+def last_event(launcher: Launcher, queue: object, problem: object, buffers: dict, wait_for: object) -> object:
     """Every launch of the variant queued; the last one's event."""
-    return launcher.enqueue(queue, problem, buffers)[-1]
+    return launcher.enqueue(queue, problem, buffers, wait_for)[-1]
+
+
+def kernel_launch(kernel: object, queue: object, global_size: tuple, local_size: tuple, *arguments: object):
+    """`launch(wait_for)` for a plain kernel."""
+    return lambda wait_for: kernel(queue, global_size, local_size, *arguments, wait_for=wait_for)
 
 
 def npp_times(problem: object) -> tuple[float, float]:

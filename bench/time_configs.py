@@ -22,7 +22,9 @@ timed side by side, kind after kind for every config, in one run.
 `--rounds N` times the whole list N times over, config after config each round, and
 reports each config's median of its N times (the lower middle one for an even N; min ms:
 the fastest single launch of all its rounds): differences of a few percent between configs
-are then not the drift of one moment of the machine.
+are then not the drift of one moment of the machine. `--together` times each problem's configs
+launch by launch in turn within each round (a GPU's speed moves between levels a few percent
+apart for seconds at a time; kernels timed in turn see the same levels).
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ def main() -> int:
     )
     parser.add_argument("--compilers", type=int, default=0, help="compile ahead in this many processes")
     parser.add_argument("--rounds", type=int, default=1, help="time the list this many times, interleaved")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="each round, time a problem's configs launch by launch in turn (as the final re-time does)",
+    )
     args = parser.parse_args()
 
     family = get_family(args.family)
@@ -113,6 +120,12 @@ def main() -> int:
             ahead = [pool.submit(v) if pool and isinstance(v, KernelVariant) else None for v in variants]
             times_by_case: list[list[Measurement]] = [[] for _ in cases]
             last = max(1, args.rounds) - 1
+            if args.together:
+                _rounds_together(evaluator, cases, ahead, times_by_case, last + 1)
+                for times, case in zip(times_by_case, cases, strict=True):
+                    label, _, fields, problem = case
+                    _report(_median_of(times), problem, label, fields)
+                return 0
             for round_index in range(last + 1):
                 for times, variant, compiled, case in zip(times_by_case, variants, ahead, cases, strict=True):
                     label, _, fields, problem = case
@@ -123,6 +136,23 @@ def main() -> int:
                     if round_index == last:  # each row printed as soon as it is known
                         _report(_median_of(times), problem, label, fields)
     return 0
+
+
+def _rounds_together(evaluator, cases, ahead, times_by_case, rounds: int) -> None:
+    """Each round, the configs of each problem timed launch by launch in turn
+    (`Evaluator.measure_together`), one config later each round; a failed config is not
+    timed again."""
+    by_problem: dict = {}
+    for i, (_, _, _, problem) in enumerate(cases):
+        by_problem.setdefault(problem, []).append(i)
+    for round_index in range(rounds):
+        for problem, indices in by_problem.items():
+            turn = indices[round_index % len(indices) :] + indices[: round_index % len(indices)]
+            turn = [i for i in turn if not times_by_case[i] or times_by_case[i][-1].ok]
+            configs = [cases[i][1] for i in turn]
+            measured = evaluator.measure_together(configs, problem, [ahead[i] for i in turn])
+            for i, m in zip(turn, measured, strict=True):
+                times_by_case[i].append(m)
 
 
 def _winners(path: Path) -> dict[int, tuple[str, dict]]:

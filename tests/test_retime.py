@@ -16,7 +16,11 @@ def _trials(times, keys=None):
 
 def test_every_kernel_within_a_few_percent_of_the_fastest_is_re_timed():
     chosen = retime_candidates(_trials(H200_F11), top=3)
-    assert [t.config_key for t in chosen] == [f"k{i}" for i in range(8)]  # 0.08222 is in, 1.9% above
+    assert [t.config_key for t in chosen] == [f"k{i}" for i in range(10)]  # 0.08349 is in, 3.5% above
+    assert len(retime_candidates(_trials([*H200_F11, 0.0856]), top=3)) == 10  # 6.1% above: out
+    assert [t.config_key for t in retime_candidates(_trials(H200_F11), top=3, within=0.025)] == [
+        f"k{i}" for i in range(8)
+    ]  # the rule of before: 0.08222 is in, 1.9% above
     assert [t.config_key for t in retime_candidates(_trials(H200_F11), top=3, within=0.0)] == [
         "k0",
         "k1",
@@ -28,6 +32,7 @@ def test_the_top_few_are_re_timed_however_far_apart_and_at_most_most_in_all():
     far = [1.0, 1.5, 2.0, 3.0]
     assert [t.time_ms for t in retime_candidates(_trials(far), top=3)] == [1.0, 1.5, 2.0]
     close = [1.0 + i * 0.001 for i in range(20)]
+    assert len(retime_candidates(_trials(close), top=3)) == 12  # RETIME_MOST
     assert len(retime_candidates(_trials(close), top=3, most=8)) == 8
     assert len(retime_candidates(_trials(close), top=10, most=8)) == 10  # top wins over most
     assert retime_candidates([], top=3) == []

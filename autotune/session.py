@@ -182,14 +182,14 @@ class Session:
         policy: TimingPolicy,
         binaries: list[bytes | None],
     ) -> list[Measurement]:
-        """Several variants of one problem, each verified, then timed launch by launch in
-        turn (`_time_together`): a GPU whose speed moves between two levels for seconds at a
+        """Several variants of one problem, each verified, then timed in turn a few runs at a
+        time (`_time_together`): a GPU whose speed moves between two levels for seconds at a
         time (an H100 ran the same kernel 4-5% apart from one measurement to the next, every
         kernel at once) moves them all alike, so their times compare."""
         readied = [self._ready(v, problem, b, None) for v, b in zip(variants, binaries, strict=True)]
         ready = [r for r in readied if not isinstance(r, Measurement)]
         try:
-            times = _time_together([launch for launch, _, _ in ready], policy, self.context)
+            times = _time_together([(launch, gate) for launch, gate, _ in ready], policy)
         except (self.cl.Error, self.cl.RuntimeError) as exc:
             failed = Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)))
             return [r if isinstance(r, Measurement) else failed for r in readied]
@@ -292,31 +292,25 @@ def _time(launch: Any, policy: TimingPolicy, gate: Callable[[], Any] | None = No
         batch = max(1, min(wanted, 64, policy.max_runs - len(times)))
 
 
-def _time_together(
-    launches: list[Callable[[Any], list[Any]]], policy: TimingPolicy, context: Any
-) -> list[list[float]]:
-    """Each variant's run times in ms, the variants launched in turn (a, b, c, a, b, c, ...),
-    in batches queued behind one gate, until every variant has what `policy` asks of one
-    (or one hits a cap); all get the same number of runs."""
-    import pyopencl as cl
+#: Runs of one variant in a row, before the next variant's, when several are timed in turn.
+TURN_RUNS = 16
 
-    times: list[list[float]] = [[] for _ in launches]
-    if not launches:
+
+def _time_together(
+    variants: list[tuple[Callable[[Any], list[Any]], Callable[[], Any] | None]], policy: TimingPolicy
+) -> list[list[float]]:
+    """Each variant's run times in ms, the variants timed in turn a few runs at a time
+    (`TURN_RUNS` of a, then of b, ..., then a again) until every variant has what `policy`
+    asks of one (or one hits a cap); all get the same number of runs. Each turn starts with
+    one run left out: right after another kernel a run reads up to 20% slow, differently for
+    each pair of kernels (an H100 at F = 9, kernels launched a, b, c, a, b, c)."""
+    times: list[list[float]] = [[] for _ in variants]
+    if not variants:
         return times
-    cycles = 1
     while True:
-        opened = cl.UserEvent(context)
-        try:
-            runs = [
-                [launch([opened] if c == 0 and i == 0 else None) for i, launch in enumerate(launches)]
-                for c in range(cycles)
-            ]
-        finally:
-            opened.set_status(cl.command_execution_status.COMPLETE)
-        runs[-1][-1][-1].wait()
-        for cycle in runs:
-            for own, run in zip(times, cycle, strict=True):
-                own.append((run[-1].profile.end - run[0].profile.start) * 1e-6)
+        runs = max(1, min(TURN_RUNS, policy.max_runs - len(times[0])))
+        for own, (launch, gate) in zip(times, variants, strict=True):
+            own.extend(_time(launch, TimingPolicy(runs + 1, 0.0, runs + 1, math.inf), gate)[1:])
         done = len(times[0])
         least_s = min(sum(own) for own in times) * 1e-3
         most_s = max(sum(own) for own in times) * 1e-3
@@ -324,9 +318,6 @@ def _time_together(
             return times
         if done >= policy.min_runs and least_s >= policy.min_time_s:
             return times
-        per_run_s = max(least_s / done, 1e-7)
-        wanted = max(policy.min_runs - done, int((policy.min_time_s - least_s) / per_run_s) + 1)
-        cycles = max(1, min(wanted, 64, policy.max_runs - done))
 
 
 def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:

@@ -120,7 +120,13 @@ class Evaluator:
         rendered: list[KernelVariant | Measurement] = [self.render(config, problem) for config in configs]
         binaries: list[Compiled | None] = []
         for i, future in enumerate(compiled or [None] * len(configs)):
+            variant = rendered[i]
+            # Built one request at a time (each with its own time-out), so the one request
+            # that times them all only loads binaries: twelve kernels a driver takes seconds
+            # each to compile would otherwise share one time-out.
             built = future.result() if future is not None else None
+            if built is None and isinstance(variant, KernelVariant):
+                built = self.worker.compile(variant)
             if built is not None and built.status is not Status.OK:
                 rendered[i] = built.as_failure()
             binaries.append(built)

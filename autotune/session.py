@@ -181,12 +181,16 @@ class Session:
         problem: Problem,
         policy: TimingPolicy,
         binaries: list[bytes | None],
+        compile_ms: list[float | None] | None = None,
     ) -> list[Measurement]:
         """Several variants of one problem, each verified, then timed in turn a few runs at a
         time (`_time_together`): a GPU whose speed moves between two levels for seconds at a
         time (an H100 ran the same kernel 4-5% apart from one measurement to the next, every
         kernel at once) moves them all alike, so their times compare."""
-        readied = [self._ready(v, problem, b, None) for v, b in zip(variants, binaries, strict=True)]
+        built_ms = compile_ms or [None] * len(variants)
+        readied = [
+            self._ready(v, problem, b, ms) for v, b, ms in zip(variants, binaries, built_ms, strict=True)
+        ]
         ready = [r for r in readied if not isinstance(r, Measurement)]
         try:
             times = _time_together([(launch, gate) for launch, gate, _ in ready], policy)
@@ -364,7 +368,11 @@ def _together(session: Session, message: dict[str, Any]) -> list[Measurement]:
     binaries = [base64.b64decode(b) if b else None for b in message["binaries"]]
     try:
         return session.measure_together(
-            variants, problem_from_dict(message["problem"]), TimingPolicy(**message["policy"]), binaries
+            variants,
+            problem_from_dict(message["problem"]),
+            TimingPolicy(**message["policy"]),
+            binaries,
+            message.get("compile_ms"),
         )
     except Exception:  # noqa: BLE001 - any surprise is a failure of all of them
         failed = Measurement(Status.CRASHED, error=clip(traceback.format_exc()))

@@ -232,14 +232,15 @@ class Worker:
     ) -> list[Measurement]:
         """Verify each variant, then time them launch by launch in turn (the final re-time:
         kernels whose times must compare, on a device whose speed drifts)."""
-        binaries = [c.binary if c is not None else None for c in compiled or [None] * len(variants)]
+        built = compiled or [None] * len(variants)
         reply = self._call(
             {
                 "op": "together",
                 "variants": [v.to_dict() for v in variants],
                 "problem": problem_as_dict(problem),
                 "policy": asdict(policy or TimingPolicy()),
-                "binaries": [base64.b64encode(b).decode() if b else None for b in binaries],
+                "binaries": [base64.b64encode(c.binary).decode() if c and c.binary else None for c in built],
+                "compile_ms": [c.compile_ms if c else None for c in built],
             }
         )
         if isinstance(reply, Measurement):  # the process failed: all of them with it

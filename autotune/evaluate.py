@@ -114,12 +114,14 @@ class Evaluator:
         problem: Problem,
         compiled: list[Future[Compiled] | None] | None = None,
     ) -> list[Measurement]:
-        """Configs of one problem verified, then timed launch by launch in turn (the worker's
+        """Configs of one problem verified, then timed in turns of a few runs each (the worker's
         `measure_together`), with the binaries built ahead where `compiled` has them; a config
         not valid here, or whose build failed, is its own failed measurement."""
+        if compiled is not None and len(compiled) != len(configs):
+            raise ValueError(f"{len(compiled)} builds for {len(configs)} configs")
         rendered: list[KernelVariant | Measurement] = [self.render(config, problem) for config in configs]
         binaries: list[Compiled | None] = []
-        for i, future in enumerate(compiled or [None] * len(configs)):
+        for i, future in enumerate(compiled if compiled is not None else [None] * len(configs)):
             variant = rendered[i]
             # Built one request at a time (each with its own time-out), so the one request
             # that times them all only loads binaries: twelve kernels a driver takes seconds

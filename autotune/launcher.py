@@ -22,7 +22,12 @@ class Launcher:
     """A variant's kernels from its built program, ready to queue."""
 
     def __init__(
-        self, family: KernelFamily, variant: KernelVariant, program: Any, keep_arguments: bool = False
+        self,
+        family: KernelFamily,
+        variant: KernelVariant,
+        program: Any,
+        keep_arguments: bool = False,
+        scratch: dict[tuple[Any, str], Any] | None = None,
     ) -> None:
         import pyopencl as cl
 
@@ -35,8 +40,10 @@ class Launcher:
         self.keep_arguments = keep_arguments
         self._arguments_set: dict[str, tuple[Any, ...]] = {}
         # Scratch buffers by (queue, name): launches on one queue share them (each call's
-        # launches follow the last call's), launches on two queues at once may not.
-        self._scratch: dict[tuple[Any, str], Any] = {}
+        # launches follow the last call's), launches on two queues at once may not. Launchers
+        # whose launches take turns on one queue may share the dict (`scratch`), so the
+        # device holds one buffer of each name, the largest they need, not one each.
+        self._scratch: dict[tuple[Any, str], Any] = {} if scratch is None else scratch
 
     def scratch(self, queue: Any, problem: Problem) -> dict[str, Any]:
         """The scratch buffers `problem` needs, made once per queue (and again larger)."""

@@ -96,18 +96,24 @@ class Session:
         compile_ms = (time.perf_counter() - start) * 1e3
         return {"binary": base64.b64encode(program.binaries[0]).decode(), "compile_ms": compile_ms}
 
-    def _build(self, family: KernelFamily, variant: KernelVariant, binary: bytes | None) -> Launcher:
+    def _build(
+        self,
+        family: KernelFamily,
+        variant: KernelVariant,
+        binary: bytes | None,
+        scratch: dict[tuple[Any, str], Any] | None = None,
+    ) -> Launcher:
         cl = self.cl
         if binary is not None:
             try:
                 program = cl.Program(self.context, [self.device], [binary]).build(
                     options=list(variant.build_options)
                 )
-                return Launcher(family, variant, program)
+                return Launcher(family, variant, program, scratch=scratch)
             except (cl.Error, cl.RuntimeError):
                 pass  # a binary the driver will not take back: compile the source instead
         program = cl.Program(self.context, variant.source).build(options=list(variant.build_options))
-        return Launcher(family, variant, program)
+        return Launcher(family, variant, program, scratch=scratch)
 
     def _verify(self, result: np.ndarray, compile_ms: float | None) -> Measurement | float:
         """The first run's output against the reference: a failure, or the max error."""
@@ -185,23 +191,32 @@ class Session:
     ) -> list[Measurement]:
         """Several variants of one problem, each verified, then timed in turn a few runs at a
         time (`_time_together`): a GPU whose speed moves between two levels for seconds at a
-        time (an H100 ran the same kernel 4-5% apart from one measurement to the next, every
+        time (an H100 ran the same kernel 4-6% apart from one measurement to the next, every
         kernel at once) moves them all alike, so their times compare."""
         built_ms = compile_ms or [None] * len(variants)
+        scratch: dict[tuple[Any, str], Any] = {}  # one of each, not one for each variant
         readied = [
-            self._ready(v, problem, b, ms) for v, b, ms in zip(variants, binaries, built_ms, strict=True)
+            self._ready(v, problem, b, ms, scratch)
+            for v, b, ms in zip(variants, binaries, built_ms, strict=True)
         ]
         ready = [r for r in readied if not isinstance(r, Measurement)]
-        try:
-            times = _time_together([(launch, gate) for launch, gate, _ in ready], policy)
-        except (self.cl.Error, self.cl.RuntimeError) as exc:
-            failed = Measurement(Status.LAUNCH_ERROR, error=clip(str(exc)))
-            return [r if isinstance(r, Measurement) else failed for r in readied]
-        timed = iter(_timed(verified, t) for (_, _, verified), t in zip(ready, times, strict=True))
+        errors = (self.cl.Error, self.cl.RuntimeError)
+        times = _time_together([(launch, gate) for launch, gate, _ in ready], policy, errors)
+        timed = iter(
+            Measurement(Status.LAUNCH_ERROR, error=t, compile_ms=verified.compile_ms)
+            if isinstance(t, str)
+            else _timed(verified, t)
+            for (_, _, verified), t in zip(ready, times, strict=True)
+        )
         return [r if isinstance(r, Measurement) else next(timed) for r in readied]
 
     def _ready(
-        self, variant: KernelVariant, problem: Problem, binary: bytes | None, compile_ms: float | None
+        self,
+        variant: KernelVariant,
+        problem: Problem,
+        binary: bytes | None,
+        compile_ms: float | None,
+        scratch: dict[tuple[Any, str], Any] | None = None,
     ) -> Measurement | tuple[Callable[[Any], list[Any]], Callable[[], Any] | None, Measurement]:
         """Build the variant and run it once against the reference: its failure, or how to
         launch it, the gate its runs need, and what the check found (compile time, error)."""
@@ -210,7 +225,7 @@ class Session:
         self._prepare(problem)
         start = time.perf_counter()
         try:
-            launcher = self._build(family, variant, binary)
+            launcher = self._build(family, variant, binary, scratch)
         except (cl.Error, cl.RuntimeError) as exc:
             return Measurement(Status.COMPILE_ERROR, error=clip(str(exc)))
         if compile_ms is None:
@@ -301,27 +316,41 @@ TURN_RUNS = 16
 
 
 def _time_together(
-    variants: list[tuple[Callable[[Any], list[Any]], Callable[[], Any] | None]], policy: TimingPolicy
-) -> list[list[float]]:
-    """Each variant's run times in ms, the variants timed in turn a few runs at a time
-    (`TURN_RUNS` of a, then of b, ..., then a again) until every variant has what `policy`
-    asks of one (or one hits a cap); all get the same number of runs. Each turn starts with
-    one run left out: right after another kernel a run reads up to 20% slow, differently for
-    each pair of kernels (an H100 at F = 9, kernels launched a, b, c, a, b, c)."""
-    times: list[list[float]] = [[] for _ in variants]
-    if not variants:
-        return times
+    variants: list[tuple[Callable[[Any], list[Any]], Callable[[], Any] | None]],
+    policy: TimingPolicy,
+    launch_errors: tuple[type[BaseException], ...],
+) -> list[list[float] | str]:
+    """Each variant's run times in ms (or why its launch failed: it is then timed no more),
+    the variants timed in turn a few runs at a time (`TURN_RUNS` of a, then of b, ..., then a
+    again) until every variant has what `policy` asks of one measurement or one hits a cap;
+    all get the same number of runs. The first cycle is one run each, to size the turns.
+    Each turn starts with one run left out: right after another kernel a run reads up to 20%
+    slow, differently for each pair of kernels (an H100 at F = 9, kernels launched a, b, c,
+    a, b, c)."""
+    times: list[list[float] | str] = [[] for _ in variants]
+    runs = 1
     while True:
-        runs = max(1, min(TURN_RUNS, policy.max_runs - len(times[0])))
-        for own, (launch, gate) in zip(times, variants, strict=True):
-            own.extend(_time(launch, TimingPolicy(runs + 1, 0.0, runs + 1, math.inf), gate)[1:])
-        done = len(times[0])
-        least_s = min(sum(own) for own in times) * 1e-3
-        most_s = max(sum(own) for own in times) * 1e-3
-        if done >= policy.max_runs or most_s >= policy.max_time_s:
+        for index, (launch, gate) in enumerate(variants):
+            own = times[index]
+            if isinstance(own, str):
+                continue
+            try:
+                own.extend(_time(launch, TimingPolicy(runs + 1, 0.0, runs + 1, math.inf), gate)[1:])
+            except launch_errors as exc:
+                times[index] = clip(str(exc))
+        timed = [own for own in times if not isinstance(own, str)]
+        if not timed:
             return times
-        if done >= policy.min_runs and least_s >= policy.min_time_s:
+        done = len(timed[0])
+        spent_s = [sum(own) * 1e-3 for own in timed]
+        if done >= policy.max_runs or max(spent_s) >= policy.max_time_s:
             return times
+        if done >= policy.min_runs and min(spent_s) >= policy.min_time_s:
+            return times
+        # the next turns: as many runs as the slowest variant may still take under the cap
+        per_run_s = max(spent_s) / done
+        under_cap = math.ceil((policy.max_time_s - max(spent_s)) / per_run_s) if per_run_s > 0 else TURN_RUNS
+        runs = max(1, min(TURN_RUNS, policy.max_runs - done, under_cap))
 
 
 def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
@@ -364,8 +393,12 @@ def serve(commands: BinaryIO, results: BinaryIO, device_index: int) -> None:
 
 
 def _together(session: Session, message: dict[str, Any]) -> list[Measurement]:
-    variants = [KernelVariant.from_dict(v) for v in message["variants"]]
-    binaries = [base64.b64decode(b) if b else None for b in message["binaries"]]
+    try:
+        variants = [KernelVariant.from_dict(v) for v in message["variants"]]
+        binaries = [base64.b64decode(b) if b else None for b in message["binaries"]]
+    except Exception:  # noqa: BLE001 - a malformed request fails, the worker stays
+        failed = Measurement(Status.CRASHED, error=clip(traceback.format_exc()))
+        return [failed for _ in message.get("variants", [])]
     try:
         return session.measure_together(
             variants,

@@ -163,17 +163,20 @@ class Worker:
             return self._died()
         return None
 
-    def _reply(self, sent_at: float | None = None) -> dict[str, Any] | Measurement:
-        """The reply to the request sent last (at `sent_at`, monotonic: the time-out runs
-        from there); a failure of the process as a Measurement."""
+    def _reply(
+        self, sent_at: float | None = None, timeout_s: float | None = None
+    ) -> dict[str, Any] | Measurement:
+        """The reply to the request sent last (at `sent_at`, monotonic: the time-out, the
+        worker's unless given, runs from there); a failure of the process as a Measurement."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         waited = 0.0 if sent_at is None else time.monotonic() - sent_at
         try:
-            reply = self._receive(max(0.0, self.timeout_s - waited))
+            reply = self._receive(max(0.0, timeout_s - waited))
         except (OSError, EOFError):
             return self._died()
         if reply is None:
             self._kill()
-            return Measurement(Status.TIMEOUT, error=f"no result within {self.timeout_s:g} s")
+            return Measurement(Status.TIMEOUT, error=f"no result within {timeout_s:g} s")
         return reply
 
     def _died(self) -> Measurement:
@@ -181,9 +184,9 @@ class Worker:
         self._kill()
         return Measurement(Status.CRASHED, error=f"worker process died ({note})")
 
-    def _call(self, message: dict[str, Any]) -> dict[str, Any] | Measurement:
+    def _call(self, message: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any] | Measurement:
         failed = self._send(message)
-        return failed if failed is not None else self._reply()
+        return failed if failed is not None else self._reply(timeout_s=timeout_s)
 
     def start_measure(
         self,
@@ -230,8 +233,9 @@ class Worker:
         policy: TimingPolicy | None = None,
         compiled: list[Compiled | None] | None = None,
     ) -> list[Measurement]:
-        """Verify each variant, then time them launch by launch in turn (the final re-time:
-        kernels whose times must compare, on a device whose speed drifts)."""
+        """Verify each variant, then time them in turns of a few runs each (the final re-time:
+        kernels whose times must compare, on a device whose speed drifts). A variant that hangs
+        or kills the process fails them all (after the time-out of one measurement each)."""
         built = compiled or [None] * len(variants)
         reply = self._call(
             {
@@ -241,7 +245,8 @@ class Worker:
                 "policy": asdict(policy or TimingPolicy()),
                 "binaries": [base64.b64encode(c.binary).decode() if c and c.binary else None for c in built],
                 "compile_ms": [c.compile_ms if c else None for c in built],
-            }
+            },
+            self.timeout_s * max(1, len(variants)),  # the time-out of one measurement each
         )
         if isinstance(reply, Measurement):  # the process failed: all of them with it
             return [reply for _ in variants]

@@ -9,7 +9,7 @@ under several conditions of the host, with the search's own worker and timing po
 - `host-busy`: the parent process multiplies matrices on every core all the while, as a
   search's sampler fits its model while the device times;
 - `both`;
-- `together`: quiet, each round one measurement of all the configs launched in turn
+- `together`: quiet, each round one measurement of all the configs in turns of a few runs each
   (`Evaluator.measure_together`, the final re-time's way).
 
     python3 bench/measure_repeatability.py --device 0 --filter-width 9,11 --rounds 5 \\
@@ -201,7 +201,8 @@ def _report(width: int, runs: dict[str, dict[str, list[dict]]], conditions: list
     offsets: dict[str, list[float]] = {c: [] for c in conditions}
     fastest = {c: _fastest_by_round(runs, c) for c in conditions}
     for label, by_condition in runs.items():
-        quiet = None
+        quiet_runs = [e["median"] for e in by_condition.get("quiet", []) if "median" in e]
+        quiet = statistics.median(quiet_runs) if quiet_runs else None
         for condition in conditions:
             entries = [e for e in by_condition.get(condition, []) if "median" in e]
             if not entries:
@@ -212,7 +213,6 @@ def _report(width: int, runs: dict[str, dict[str, list[dict]]], conditions: list
             spread = max(medians) / min(medians) - 1
             spread_relative = max(ratios) / min(ratios) - 1
             middle = statistics.median(medians)
-            quiet = middle if condition == "quiet" else quiet
             spreads[condition].append(spread)
             relative[condition].append(spread_relative)
             if quiet is not None:

@@ -23,7 +23,7 @@ timed side by side, kind after kind for every config, in one run.
 reports each config's median of its N times (the lower middle one for an even N; min ms:
 the fastest single launch of all its rounds): differences of a few percent between configs
 are then not the drift of one moment of the machine. `--together` times each problem's configs
-launch by launch in turn within each round (a GPU's speed moves between levels a few percent
+in turns of a few runs each within each round (a GPU's speed moves between levels a few percent
 apart for seconds at a time; kernels timed in turn see the same levels).
 """
 
@@ -76,7 +76,7 @@ def main() -> int:
     parser.add_argument(
         "--together",
         action="store_true",
-        help="each round, time a problem's configs launch by launch in turn (as the final re-time does)",
+        help="each round, time a problem's configs in turns of a few runs each (as the final re-time does)",
     )
     args = parser.parse_args()
 
@@ -139,7 +139,7 @@ def main() -> int:
 
 
 def _rounds_together(evaluator, cases, ahead, times_by_case, rounds: int) -> None:
-    """Each round, the configs of each problem timed launch by launch in turn
+    """Each round, the configs of each problem timed in turns of a few runs each
     (`Evaluator.measure_together`), one config later each round; a failed config is not
     timed again."""
     by_problem: dict = {}

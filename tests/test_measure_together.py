@@ -51,12 +51,57 @@ def test_a_kernel_that_hangs_times_out_all_of_them_and_the_worker_comes_back():
         assert [m.status for m in worker.measure_together([good], PROBLEM, SOME)] == [Status.OK]
 
 
-def test_a_run_of_two_launches_is_timed_from_the_first_start_to_the_last_end():
+def test_variants_of_two_launches_share_one_scratch_buffer_and_are_verified_with_it():
+    """Two two-launch variants and a one-launch variant: the row-pass scratch buffer made for
+    the first serves the second (each still verified), so twelve candidates of rank 4 at
+    4096x4096 hold 256 MiB of scratch, not 3 GiB."""
     problem = SeparableProblem(5, 2, 37, 23)
+    wider = {**TWO_PASSES, "local_x": 16, "work_x": 2}
     with Evaluator(0, SEPARABLE, policy=SOME, timeout_s=60) as evaluator:
-        two, one = evaluator.measure_together([TWO_PASSES, {"work_x": 2}], problem)
-        alone = evaluator.evaluate(TWO_PASSES, problem)
-    assert two.status is Status.OK and one.status is Status.OK, (two.error, one.error)
-    assert two.runs == one.runs >= 3
-    # both launches in each run: far above one launch's share of the time measured alone
-    assert two.time_ms > 0.3 * alone.time_ms
+        two, one, other = evaluator.measure_together([TWO_PASSES, {"work_x": 2}, wider], problem)
+    for m in (two, one, other):
+        assert m.status is Status.OK, m.error
+    assert two.runs == one.runs == other.runs >= 3
+
+
+class _Event:
+    """A profiling event as `_time` reads it, `ms` long on a clock of its own."""
+
+    clock = 0
+
+    def __init__(self, ms: float) -> None:
+        self.profile = self
+        self.start = _Event.clock
+        _Event.clock = self.end = _Event.clock + int(ms * 1e6)
+
+    def wait(self) -> None:
+        pass
+
+
+def _kernel(ms: float, fails_at: int | None = None):
+    calls = []
+
+    def launch(wait_for=None):
+        calls.append(1)
+        if fails_at is not None and len(calls) >= fails_at:
+            raise RuntimeError("out of resources")
+        return [_Event(ms)]
+
+    return launch
+
+
+def test_turns_keep_to_the_policy_s_time_cap_and_a_failing_launch_is_its_own():
+    from autotune.session import _time_together
+
+    policy = TimingPolicy()  # at most 2 s of kernel time a measurement
+    slow = _time_together([(_kernel(500.0), None), (_kernel(400.0), None)], policy, (RuntimeError,))
+    assert len(slow[0]) == len(slow[1]) and sum(slow[0]) <= policy.max_time_s * 1e3 + 500.0
+    quick = _time_together([(_kernel(0.01), None), (_kernel(0.02), None)], policy, (RuntimeError,))
+    assert len(quick[0]) == len(quick[1]) == policy.max_runs  # 5 ms and 10 ms: the run cap
+    mixed = _time_together(
+        [(_kernel(0.05), None), (_kernel(0.05, fails_at=5), None), (_kernel(0.05), None)],
+        SOME,
+        (RuntimeError,),
+    )
+    assert mixed[1] == "out of resources"
+    assert len(mixed[0]) == len(mixed[2]) >= SOME.min_runs

@@ -55,11 +55,12 @@ def retime(
     most: int = RETIME_MOST,
 ) -> None:
     """Re-time the candidates (`retime_candidates`) for `rounds` rounds, each round one
-    measurement of them all launched in turn (`Evaluator.measure_together`): a GPU's speed
-    moves between levels 4-5% apart for seconds at a time, which one kernel timed after
-    another reads as a difference between them. The one fastest round by round
+    measurement of them all in turns of a few runs each (`Evaluator.measure_together`): a
+    GPU's speed moves between levels 4-6% apart for seconds at a time, which one kernel timed
+    after another reads as a difference between them. The one fastest round by round
     (`round_winner`) becomes the best kernel of (device, problem). The order turns each
-    round, so no kernel always goes first."""
+    round, so no kernel always goes first. A stop is seen between rounds (a round is one
+    request to the worker)."""
     candidates = retime_candidates(ledger.ok_first(), top, within, most)
     if not candidates:
         return

@@ -45,6 +45,10 @@ def _physical_memory() -> int | None:
         return None
 
 
+#: What a worker's hang or death gives every variant of the request it was in.
+PROCESS_FAILURES = (Status.TIMEOUT, Status.CRASHED)
+
+
 class Evaluator:
     def __init__(
         self,
@@ -133,11 +137,19 @@ class Evaluator:
                 rendered[i] = built.as_failure()
             binaries.append(built)
         chosen = [i for i, v in enumerate(rendered) if isinstance(v, KernelVariant)]
+        variants = [rendered[i] for i in chosen if isinstance(rendered[i], KernelVariant)]
         if chosen:
             with self.lock.held():
                 timed = self.worker.measure_together(
-                    [rendered[i] for i in chosen], problem, self.policy, [binaries[i] for i in chosen]
+                    variants, problem, self.policy, [binaries[i] for i in chosen]
                 )
+                if len(chosen) > 1 and all(m.status in PROCESS_FAILURES for m in timed):
+                    # the worker hung or died under one of them: each alone, so the others
+                    # are measured and the one that did it is named
+                    timed = [
+                        self.worker.measure(v, problem, self.policy, binaries[i])
+                        for i, v in zip(chosen, variants, strict=True)
+                    ]
             for i, m in zip(chosen, timed, strict=True):
                 rendered[i] = m
         return [m for m in rendered if isinstance(m, Measurement)]

@@ -19,7 +19,7 @@ import gzip
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,10 +181,12 @@ def replay_once(
     seed: int,
     options: SearchOptions | None = None,
     first: Sequence[Config] = (),
+    observe: Callable[[float], float] | None = None,
 ) -> Trace:
     """One search; `first` points are asked before the sampler's own (a warm start:
     those outside the landscape cost nothing, as invalid points do; those with a knob
-    value the landscape does not have are left out)."""
+    value the landscape does not have are left out). `observe`: what a measurement of a
+    time reads (a device's noise); the sampler is told that, the trace keeps true times."""
     search = Search(landscape.space, sampler, seed, valid=lambda c: landscape.look_up(c)[0], options=options)
     knobs = landscape.space.knobs
     for config in first:  # a value this landscape never measured makes no point of it
@@ -209,8 +211,9 @@ def replay_once(
             search.tell(trial, seen[key])
             rejections += 1
             continue
-        seen[key] = value
-        search.tell(trial, value)
+        told = value if value is None or observe is None else observe(value)
+        seen[key] = told
+        search.tell(trial, told)
         if value is not None:
             best = min(best, value)
             trace.measured.append((value, dict(config)))

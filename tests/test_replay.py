@@ -77,6 +77,22 @@ def test_replay_is_deterministic_for_a_seed(tmp_path):
     assert [b["budget"] for b in result["budgets"]] == [10, 20, 30]
 
 
+def test_a_noisy_reading_steers_the_search_and_the_trace_keeps_true_times(tmp_path):
+    """`observe` is what a measurement reads: the sampler is told that, a point met again is
+    answered with its first reading, and the trace keeps each point's true time."""
+    landscape = load(synthetic(tmp_path / "bowl.json.gz"))
+    readings = []
+
+    def observe(time_ms):
+        readings.append(time_ms)
+        return time_ms * (1.3 if len(readings) % 2 else 1.0)  # every other one reads 30% slow
+
+    trace = replay_once(landscape, "gp", 40, seed=5, observe=observe)
+    assert len(readings) == len(trace.measured)  # one reading a measured point, none for failures
+    assert [t for t, _ in trace.measured] == [landscape.look_up(c)[1] for _, c in trace.measured]
+    assert trace.best_after[-1] == min(t for t, _ in trace.measured)
+
+
 def test_t4_results_replay(tmp_path):
     results = [
         {

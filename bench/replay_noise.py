@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""How much of a sampler's replayed result survives a GPU's measuring noise? Replays each
+landscape with every measurement read as a GPU reads it and again exactly, same seeds, and
+reports the true best found (each replay keeps the true time of every point it measured).
+
+The noise is what `bench/measure_repeatability.py` measured on an H100 (2026-12-05): the
+device runs at one of two speeds `--slow` apart (4.5%), for a few measurements at a time
+(a two-state chain: fast -> slow with chance `--to-slow` a measurement, slow -> fast with
+`--to-fast`; 0.2 and 0.3 give the 40% of measurements at the slow level seen there), and each
+measurement has a jitter of `--jitter` (0.3%, relative, Gaussian).
+
+    OPENBLAS_NUM_THREADS=1 python bench/replay_noise.py --seeds 70000-70019 --budgets 50,100 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import random
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from autotune.replay import load, replay_once  # noqa: E402
+from autotune.search import SearchOptions  # noqa: E402
+
+
+class TwoLevels:
+    """A measurement's reading: the true time at the device's level of the moment."""
+
+    def __init__(self, seed: int, slow: float, to_slow: float, to_fast: float, jitter: float) -> None:
+        self.rng = random.Random(seed)
+        self.slow, self.to_slow, self.to_fast, self.jitter = slow, to_slow, to_fast, jitter
+        self.is_slow = self.rng.random() < to_slow / (to_slow + to_fast)
+
+    def __call__(self, time_ms: float) -> float:
+        switch = self.to_fast if self.is_slow else self.to_slow
+        if self.rng.random() < switch:
+            self.is_slow = not self.is_slow
+        level = 1.0 + self.slow if self.is_slow else 1.0
+        return time_ms * level * (1.0 + self.rng.gauss(0.0, self.jitter))
+
+
+def _one(job: tuple) -> tuple[str, str, int, list[float]]:
+    path, sampler, seed, budget, noise = job
+    landscape = load(path)
+    observe = TwoLevels(seed * 7919 + 1, *noise) if noise else None
+    trace = replay_once(landscape, sampler, budget, seed, SearchOptions(), observe=observe)
+    return (
+        landscape.name,
+        "noisy" if noise else "exact",
+        seed,
+        [b / landscape.optimum for b in trace.best_after],
+    )
+
+
+def main() -> int:
+    here = Path(__file__).resolve().parent
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--landscapes",
+        nargs="*",
+        default=sorted(glob.glob(str(here.parent.parent / "shared/landscapes/*.json.gz"))),
+    )
+    parser.add_argument("--sampler", default="gp")
+    parser.add_argument("--seeds", default="70000-70019")
+    parser.add_argument("--budgets", default="50,100")
+    parser.add_argument("--slow", type=float, default=0.045)
+    parser.add_argument("--to-slow", type=float, default=0.2)
+    parser.add_argument("--to-fast", type=float, default=0.3)
+    parser.add_argument("--jitter", type=float, default=0.003)
+    parser.add_argument("--jobs", type=int, default=1)
+    args = parser.parse_args()
+    if not args.landscapes:
+        parser.error("no landscapes (--landscapes)")
+    first, _, last = args.seeds.partition("-")
+    seeds = range(int(first), int(last or first) + 1)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    noise = (args.slow, args.to_slow, args.to_fast, args.jitter)
+    jobs = [
+        (p, args.sampler, s, budgets[-1], n) for p in args.landscapes for s in seeds for n in (None, noise)
+    ]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(_one, jobs, chunksize=4))
+    runs: dict[tuple[str, str], list[list[float]]] = {}
+    for name, kind, _, ratios in results:
+        runs.setdefault((name, kind), []).append(ratios)
+    print(
+        f"{args.sampler}, seeds {args.seeds}; noise: slow level +{args.slow:.1%}, fast->slow {args.to_slow}, "
+        f"slow->fast {args.to_fast}, jitter {args.jitter:.1%}\n"
+    )
+    header = " | ".join(f"@{b} exact | @{b} noisy" for b in budgets)
+    print(f"| landscape | {header} | P(<= 5%) @{budgets[0]} exact / noisy |")
+    print("|---|" + "---|" * (2 * len(budgets) + 1))
+    for name in sorted({n for n, _ in runs}):
+        cells = []
+        for budget in budgets:
+            for kind in ("exact", "noisy"):
+                at = [r[min(budget, len(r)) - 1] for r in runs[(name, kind)]]
+                cells.append(f"{statistics.median(at):.3f}")
+        share = [
+            statistics.fmean(r[min(budgets[0], len(r)) - 1] <= 1.05 for r in runs[(name, kind)])
+            for kind in ("exact", "noisy")
+        ]
+        print(f"| {name} | {' | '.join(cells)} | {share[0]:.2f} / {share[1]:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

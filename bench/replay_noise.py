@@ -10,6 +10,10 @@ device runs at one of two speeds `--slow` apart (4.5%), for a few measurements a
 measurement has a jitter of `--jitter` (0.3%, relative, Gaussian).
 
     OPENBLAS_NUM_THREADS=1 python bench/replay_noise.py --seeds 70000-70019 --budgets 50,100 --jobs 2
+
+`--naming` also reports the kernel each noisy search names under each rule of the final re-time
+(the top three readings and any other within a window of the fastest, so many at most, ranked
+exactly), at every budget (the smaller budgets' searches are replayed again, stopped there).
 """
 
 from __future__ import annotations
@@ -43,17 +47,40 @@ class TwoLevels:
         return time_ms * level * (1.0 + self.rng.gauss(0.0, self.jitter))
 
 
-def _one(job: tuple) -> tuple[str, str, int, list[float]]:
+#: (window, most) of the final re-time's rule: before 2026-12-05, and since.
+RULES = {"2.5% / 8": (0.025, 8), "6% / 12": (0.06, 12)}
+
+
+def named(readings: list[float], times: list[float], within: float, most: int, top: int = 3) -> float:
+    """The true time of the kernel a search names when its re-time takes the `top` fastest
+    readings and any other within `within` of the fastest, `most` in all, and ranks them
+    exactly (the re-time in turns agrees with itself within 0.5%)."""
+    order = sorted(range(len(readings)), key=readings.__getitem__)
+    fastest = readings[order[0]]
+    chosen = [i for rank, i in enumerate(order[:most]) if rank < top or readings[i] <= fastest * (1 + within)]
+    return min(times[i] for i in chosen)
+
+
+def _one(job: tuple) -> tuple[str, str, int, list[float], dict[str, float]]:
     path, sampler, seed, budget, noise = job
     landscape = load(path)
-    observe = TwoLevels(seed * 7919 + 1, *noise) if noise else None
+    readings: list[float] = []
+    observe = None
+    if noise:
+        device = TwoLevels(seed * 7919 + 1, *noise)
+
+        def observe(time_ms: float) -> float:
+            readings.append(device(time_ms))
+            return readings[-1]
+
     trace = replay_once(landscape, sampler, budget, seed, SearchOptions(), observe=observe)
-    return (
-        landscape.name,
-        "noisy" if noise else "exact",
-        seed,
-        [b / landscape.optimum for b in trace.best_after],
-    )
+    times = [t for t, _ in trace.measured]
+    names: dict[str, float] = {}
+    if noise:
+        names = {rule: named(readings, times, *a) / landscape.optimum for rule, a in RULES.items()}
+        names["fastest measured"] = min(times) / landscape.optimum
+    kind = "noisy" if noise else "exact"
+    return landscape.name, kind, seed, [b / landscape.optimum for b in trace.best_after], names
 
 
 def main() -> int:
@@ -72,6 +99,9 @@ def main() -> int:
     parser.add_argument("--to-fast", type=float, default=0.3)
     parser.add_argument("--jitter", type=float, default=0.003)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument(
+        "--naming", action="store_true", help="also what the noisy searches name, by each re-time rule"
+    )
     args = parser.parse_args()
     if not args.landscapes:
         parser.error("no landscapes (--landscapes)")
@@ -82,11 +112,17 @@ def main() -> int:
     jobs = [
         (p, args.sampler, s, budgets[-1], n) for p in args.landscapes for s in seeds for n in (None, noise)
     ]
+    if args.naming:  # the same noisy searches stopped at each smaller budget: what each names there
+        jobs += [(p, args.sampler, s, b, noise) for b in budgets[:-1] for p in args.landscapes for s in seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(_one, jobs, chunksize=4))
     runs: dict[tuple[str, str], list[list[float]]] = {}
-    for name, kind, _, ratios in results:
-        runs.setdefault((name, kind), []).append(ratios)
+    names: dict[tuple[str, int, str], list[float]] = {}
+    for (_, _, _, budget, _), (name, kind, _, ratios, named_by) in zip(jobs, results, strict=True):
+        if budget == budgets[-1]:
+            runs.setdefault((name, kind), []).append(ratios)
+        for rule, ratio in named_by.items():
+            names.setdefault((name, budget, rule), []).append(ratio)
     print(
         f"{args.sampler}, seeds {args.seeds}; noise: slow level +{args.slow:.1%}, fast->slow {args.to_slow}, "
         f"slow->fast {args.to_fast}, jitter {args.jitter:.1%}\n"
@@ -105,7 +141,37 @@ def main() -> int:
             for kind in ("exact", "noisy")
         ]
         print(f"| {name} | {' | '.join(cells)} | {share[0]:.2f} / {share[1]:.2f} |")
+    if args.naming:
+        _print_naming(names, budgets, sorted({n for n, _ in runs}))
     return 0
+
+
+def _print_naming(names: dict[tuple[str, int, str], list[float]], budgets: list[int], landscapes) -> None:
+    """What the noisy searches name, by re-time rule: true time / optimum (median over seeds)
+    and the share of searches that name a kernel slower than the fastest they measured."""
+    print(
+        "\nThe kernel a noisy search names, by the re-time's rule: true time / optimum (median over "
+        "seeds); in brackets the share of searches naming a kernel slower than the fastest they measured\n"
+    )
+    header = " | ".join(f"@{b} {rule}" for b in budgets for rule in ("fastest measured", *RULES))
+    print(f"| landscape | {header} |")
+    print("|---|" + "---|" * (len(budgets) * (len(RULES) + 1)))
+    missed_all: dict[tuple[int, str], list[bool]] = {}
+    for name in landscapes:
+        cells = []
+        for budget in budgets:
+            best = names.get((name, budget, "fastest measured"), [])
+            cells.append(f"{statistics.median(best):.3f}" if best else "-")
+            for rule in RULES:
+                at = names.get((name, budget, rule), [])
+                missed = [a > b * (1 + 1e-9) for a, b in zip(at, best, strict=True)]
+                missed_all.setdefault((budget, rule), []).extend(missed)
+                cells.append(f"{statistics.median(at):.3f} ({statistics.fmean(missed):.0%})" if at else "-")
+        print(f"| {name} | {' | '.join(cells)} |")
+    shares = ", ".join(
+        f"@{budget} {rule}: {statistics.fmean(m):.1%}" for (budget, rule), m in missed_all.items() if m
+    )
+    print(f"\nSearches naming a kernel slower than the fastest they measured, all landscapes: {shares}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_common import read_configs  # noqa: E402
+
 from autotune.compiler import CompilePool  # noqa: E402
 from autotune.devices import device_info  # noqa: E402
 from autotune.evaluate import Evaluator  # noqa: E402
@@ -133,10 +135,7 @@ def main() -> int:
     unknown = set(conditions) - set(CONDITIONS)
     if unknown:
         parser.error(f"unknown condition(s) {sorted(unknown)}; choose from {', '.join(CONDITIONS)}")
-    configs: list[dict] = []
-    for text in args.config:
-        data = json.loads(Path(text[1:]).read_text() if text.startswith("@") else text)
-        configs += data if isinstance(data, list) else [data]
+    configs = read_configs(args.config)
     record: dict = {"device": device.name, "size": size, "rounds": args.rounds, "widths": {}}
     print(f"{device.name}, {size[0]}x{size[1]} output, {args.rounds} rounds a condition")
     with Evaluator(args.device, family) as evaluator, CompilePool(args.device, args.compilers) as pool:

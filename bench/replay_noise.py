@@ -24,10 +24,11 @@ import random
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from autotune.replay import load, replay_once  # noqa: E402
+from autotune.replay import Landscape, load, replay_once  # noqa: E402
 from autotune.search import SearchOptions  # noqa: E402
 
 
@@ -61,9 +62,15 @@ def named(readings: list[float], times: list[float], within: float, most: int, t
     return min(times[i] for i in chosen)
 
 
+@cache
+def _landscape(path: str) -> Landscape:
+    """Each landscape read once a process (a process replays many searches of each)."""
+    return load(path)
+
+
 def _one(job: tuple) -> tuple[str, str, int, list[float], dict[str, float]]:
     path, sampler, seed, budget, noise = job
-    landscape = load(path)
+    landscape = _landscape(path)
     readings: list[float] = []
     observe = None
     if noise:

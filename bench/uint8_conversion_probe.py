@@ -18,6 +18,13 @@ The questions, each answered by one rung:
 - `walk`: a work-item walks 4 or 16 tiles down, keeping the F - 1 rows that tiles share
   converted in registers (fewer loads and conversions); `prefetch` loads the next step's
   bytes before this step's arithmetic.
+- `texture`: the input read through an image view of the same buffer (`image1d_buffer_t`,
+  RGBA texels of UNORM_INT8: four bytes a fetch), so the texture unit turns bytes into
+  floats (b / 255) and no conversion instruction is issued; the taps are scaled by 255
+  (`unorm/builtin`), or left as they are and the outputs written through an image view
+  of the output (`unorm/image`: the unit rounds and saturates them as well). Rows start
+  at any byte; the probe's rows start at a byte known when it is written (the pitch and
+  the tile's height make it so), so each value's texel and lane are fixed.
 - `family`: the family's own kernels for four hand-picked shapes.
 
 On NVIDIA GPUs conversion instructions issue at a fraction of the FMA rate, so a kernel
@@ -65,11 +72,17 @@ def float_of_byte(word: str, index: int, conversion: str) -> str:
     return f"(as_float({byte_of(word, index)} | 0x4B000000u) - {TWO_23})"
 
 
-def kernel_head(work_x: int, rows: int) -> list[str]:
+INPUT_BUFFER = "__global const uchar *restrict input"
+OUTPUT_BUFFER = "__global uchar *restrict output"
+
+
+def kernel_head(
+    work_x: int, rows: int, input_decl: str = INPUT_BUFFER, output_decl: str = OUTPUT_BUFFER
+) -> list[str]:
     """The probe kernel's signature and the corner of its tile (`work_x` x `rows`); tiles
     past the output's edge return (the probe's sizes have none)."""
     return [
-        "__kernel void probe(__global const uchar *restrict input, __global uchar *restrict output,",
+        f"__kernel void probe({input_decl}, {output_decl},",
         "                    const int in_width, const int out_width, const int out_height)",
         "{",
         f"    const int x0 = get_global_id(0) * {work_x};",
@@ -196,6 +209,46 @@ def walk_source(
     return "\n".join(lines)
 
 
+def texture_source(
+    filter_width: int, work_x: int, work_y: int, in_width: int, conv_out: str, taps: np.ndarray
+) -> str:
+    """A tile read through RGBA UNORM_INT8 texels of the input (the texture unit converts);
+    each row's first byte is at a lane fixed by the row (`in_width * work_y` is a multiple
+    of 4). `conv_out`: "builtin" (taps scaled by 255, `convert_uchar4_sat_rte`) or "image"
+    (taps as they are, `write_imagef` to a texel view of the output)."""
+    assert (in_width * work_y) % 4 == 0 and work_x % 4 == 0
+    span = work_x + filter_width - 1
+    scaled = taps if conv_out == "image" else (taps.astype(np.float64) * 255).astype(np.float32)
+    output_decl = "__write_only image1d_buffer_t output" if conv_out == "image" else OUTPUT_BUFFER
+    lines = [*kernel_head(work_x, work_y, "__read_only image1d_buffer_t input", output_decl)]
+    for j, i in itertools.product(range(work_y), range(work_x)):
+        lines.append(f"    float acc_{j}_{i} = 0.0f;")
+    for row in range(work_y + filter_width - 1):
+        lane = (row * in_width) % 4  # the row's first byte within its texel
+        lines.append("    {")
+        lines.append(f"        const int texel = ((y0 + {row}) * in_width + x0 - {lane}) >> 2;")
+        for t in range((lane + span + 3) // 4):
+            lines.append(f"        const float4 t_{t} = read_imagef(input, texel + {t});")
+        lines += accumulate_row(
+            row, work_x, work_y, scaled, lambda k, lane=lane: f"t_{(lane + k) // 4}.s{(lane + k) % 4}"
+        )
+        lines.append("    }")
+    for j in range(work_y):
+        for q in range(work_x // 4):
+            values = ", ".join(f"acc_{j}_{4 * q + e}" for e in range(4))
+            if conv_out == "image":
+                lines.append(
+                    f"    write_imagef(output, ((y0 + {j}) * out_width + x0) / 4 + {q}, (float4)({values}));"
+                )
+            else:
+                lines.append(
+                    f"    *(__global uchar4 *)(output + (y0 + {j}) * out_width + x0 + {4 * q}) = "
+                    f"convert_uchar4_sat_rte((float4)({values}));"
+                )
+    lines.append("}")
+    return "\n".join(lines)
+
+
 def copy_source(work_x: int, work_y: int) -> str:
     """Reads the uint words of a work-item's output tile from the input and writes them."""
     lines = [
@@ -267,6 +320,13 @@ def main() -> int:
         cl.enqueue_copy(queue, source, image)
         output = cl.Buffer(context, cl.mem_flags.READ_WRITE, out_width * out_height)
         filter_buffer = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=taps)
+        rgba_bytes = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.UNORM_INT8)
+        source_texels = cl.create_image(
+            context, cl.mem_flags.READ_ONLY, rgba_bytes, shape=((image.nbytes + SLACK) // 4,), buffer=source
+        )
+        output_texels = cl.create_image(
+            context, cl.mem_flags.WRITE_ONLY, rgba_bytes, shape=(out_width * out_height // 4,), buffer=output
+        )
         cases = []  # (label, kernel, global, local, arguments, check)
         sizes = (np.int32(in_width), np.int32(out_width), np.int32(out_height))
         for work_x, work_y in shapes:
@@ -281,6 +341,12 @@ def main() -> int:
                 label = f"{loads}/{conv_in}/{conv_out} {work_x}x{work_y}"
                 text = kernel_source(width, work_x, work_y, loads, conv_in, conv_out, taps)
                 cases.append((label, text, global_size, local, (source, output, *sizes), True))
+            if (in_width * work_y) % 4 == 0:
+                for conv_out, target in (("builtin", output), ("image", output_texels)):
+                    label = f"texture/unorm/{conv_out} {work_x}x{work_y}"
+                    text = texture_source(width, work_x, work_y, in_width, conv_out, taps)
+                    arguments = (source_texels, target, *sizes)
+                    cases.append((label, text, global_size, local, arguments, True))
         for (work_x, work_y), steps, prefetch in itertools.product(
             [(8, 4), (4, 4), (8, 8), (16, 4), (8, 2)], (4, 16), (False, True)
         ):

@@ -391,22 +391,26 @@ def convolve(
     if pixels.border == "none":
         check_image_shape(size, filt.shape)
     check_frames_indexable(size, filt.shape, channels, frames)
-    # The pixels' values last, as a Convolver's call checks them after it was built: the
-    # arguments are refused first, with the message plan() and Convolver give.
-    pixels_in = as_pixels(array, batch, double_precision)
-    if batch and frames == 1:
-        pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
-    if padded_on_host(pixels, size, filt.shape, channels, frames):
-        pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
-        pixels = dataclasses.replace(pixels, border="none")
-        size = pixels_in.shape[:2]  # the padded image is what the 'valid' kernel reads
+    host_padded = padded_on_host(pixels, size, filt.shape, channels, frames)
+    kernel_pixels = pixels
+    if host_padded:  # the padded image is what the 'valid' kernel reads
+        (rows_before, rows_after), (columns_before, columns_after) = padding
+        size = (size[0] + rows_before + rows_after, size[1] + columns_before + columns_after)
+        kernel_pixels = dataclasses.replace(pixels, border="none")
     device_index = _check_options(device, db)
 
     import pyopencl as cl
 
     from autotune.plans import lent_buffers, prepared  # plans builds on this module
 
-    kept = prepared(device_index, db, size, filt, algorithm, specialise, pixels)
+    kept = prepared(device_index, db, size, filt, algorithm, specialise, kernel_pixels)
+    # The pixels' values last, as a Convolver's call checks them after it was built: the
+    # arguments (and the algorithm's needs) are refused first, with plan()'s and Convolver's message.
+    pixels_in = as_pixels(array, batch, double_precision)
+    if batch and frames == 1:
+        pixels_in = pixels_in[0]  # one image; its batch axis comes back on the result
+    if host_padded:
+        pixels_in = pad_for_border(pixels_in, *zip(*padding, strict=True), pixels.border, border_value)
     context, queue, problem = kept.context, kept.queue, kept.choice.problem
     arguments: dict[str, Any] = dict(kept.taps)
     if getattr(problem, "same", False):

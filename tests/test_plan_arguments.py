@@ -75,6 +75,25 @@ def test_arguments_are_refused_before_the_pixels_values(db, options):
 
 
 @pytest.mark.parametrize(
+    "taps",
+    [
+        np.ones((7, 16), np.float32),  # the separable form takes square filters only
+        np.random.default_rng(5).standard_normal((11, 11)).astype(np.float32),  # rank 11: past MAX_RANK
+    ],
+)
+def test_the_algorithms_refusals_come_before_the_pixels_values(db, taps):
+    """algorithm='separable' with a filter it cannot run, on an image past float32's range:
+    convolve names the filter, as a Convolver does when it is built (before any image)."""
+    image = np.full((31, 31), 1e300)
+    refused = _error(lambda: autotune.convolve(image, taps, db=db, algorithm="separable"))
+    assert refused[0] is ValueError and "separable" in refused[1]
+    built = _error(
+        lambda: autotune.Convolver(image.shape, taps, dtype=image.dtype, db=db, algorithm="separable")
+    )
+    assert built == refused
+
+
+@pytest.mark.parametrize(
     ("image_shape", "filter_size", "error", "message"),
     [
         (None, 3, TypeError, "image_shape must be a tuple of positive ints, got None"),

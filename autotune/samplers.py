@@ -11,7 +11,8 @@ finished, failed ones as failures; a FAIL trial with a `skipped` attribute (a pr
 given up: taken, invalid, budget spent) is no measurement and is ignored.
 
 It starts with `startup_trials` random points (powers of two favoured, each switch on
-in half of them), then fits a Gaussian process to the `model_points` fastest points
+in half of them, each the draw most knobs apart from the points measured: `start_spread`),
+then fits a Gaussian process to the `model_points` fastest points
 measured (autotune/surrogate.py) and alternates two steps. The local step takes the
 best point's one-knob neighbour of highest expected improvement, trying its switch moves
 (two-valued knobs flipped, others moved to a power of two) before anything else. The
@@ -275,7 +276,9 @@ class GPSampler(optuna.samplers.BaseSampler):
         values draw from their powers of two half of the time (GPU work sizes favour
         them: on every replayed landscape the optimum has them). Each switch is on in
         half of the start points and off in the other half, so no switch setting goes
-        unseen because of a few unlucky draws."""
+        unseen because of a few unlucky draws. Of `start_spread` such draws, the one
+        most knobs apart from every point measured or in flight: ten start points that
+        cover more of the space give the model more to go on (BENCHMARKS.md)."""
         if self._switch_plan is None:
             self._switch_plan = {}
             for i, size in enumerate(self.sizes):
@@ -287,17 +290,33 @@ class GPSampler(optuna.samplers.BaseSampler):
                     column = list(range(size)) * (self.options.startup_trials // size)
                     self.random.shuffle(column)
                     self._switch_plan[i] = column
+        taken = [*self.visited, *self.in_flight] if self.options.start_spread else []
+        chosen: Point | None = None
+        farthest, draws = -1, 0
         for _ in range(100):
             point = self._random_start_point()
             if point is None:
-                return None
+                if chosen is None:
+                    return None
+                break
             planned = list(point)
             for i, column in self._switch_plan.items():
                 if self._starts < len(column):
                     planned[i] = column[self._starts]
-            if self._usable(tuple(planned)):
-                self._starts += 1
-                return tuple(planned)
+            if not self._usable(tuple(planned)):
+                continue
+            if not taken:
+                chosen = tuple(planned)
+                break
+            apart = min(knobs_apart(tuple(planned), other) for other in taken)
+            if apart > farthest:
+                chosen, farthest = tuple(planned), apart
+            draws += 1
+            if draws >= self.options.start_spread:
+                break
+        if chosen is not None:
+            self._starts += 1
+            return chosen
         return self._random_start_point()
 
     def _random_start_point(self) -> Point | None:

@@ -17,6 +17,9 @@ class SearchOptions:
     them from text (bench scripts)."""
 
     startup_trials: int = 10  # random start points before the model
+    # Start points spread out (0: off): each is, of this many random draws, the one most
+    # knobs apart from every point measured or in flight (warm starts included).
+    start_spread: int = 0
     pow2_share: float = 0.5  # start points: share of mixed knobs drawn from their powers of two
     # The surrogate sees at most this many points, the fastest first. 100 keeps a proposal
     # under 0.07 s (median) at 1000 measured points, where 300 took 0.3-0.4 s (BENCHMARKS.md).
@@ -132,6 +135,8 @@ class SearchOptions:
             raise UsageError("envelope must be between 0 and 1")
         if self.trust_region < 0 or self.trust_failures < 1:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
+        if self.start_spread < 0:
+            raise UsageError("start_spread must be >= 0")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 

@@ -32,6 +32,6 @@ def test_spread_start_points_lie_apart_from_those_measured():
 
 def test_the_setting_reads_from_text_and_refuses_a_negative_count():
     assert SearchOptions.parse("start_spread=16").start_spread == 16
-    assert SearchOptions().start_spread == 0
+    assert SearchOptions().start_spread == 32
     with pytest.raises(UsageError):
         SearchOptions.parse("start_spread=-1")

@@ -303,14 +303,15 @@ class GPSampler(optuna.samplers.BaseSampler):
             for i, column in self._switch_plan.items():
                 if self._starts < len(column):
                     planned[i] = column[self._starts]
-            if not self._usable(tuple(planned)):
+            candidate = tuple(planned)
+            if not self._usable(candidate):
                 continue
             if not taken:
-                chosen = tuple(planned)
+                chosen = candidate
                 break
-            apart = min(knobs_apart(tuple(planned), other) for other in taken)
+            apart = min(knobs_apart(candidate, other) for other in taken)
             if apart > farthest:
-                chosen, farthest = tuple(planned), apart
+                chosen, farthest = candidate, apart
             draws += 1
             if draws >= self.options.start_spread:
                 break

@@ -227,6 +227,8 @@ class Search:
         self.in_flight: set[tuple[int, ...]] = set()  # asked, not told yet (compiling ahead)
         self.best: tuple[float, tuple[int, ...]] | None = None
         self.sizes = [len(k.values) for k in space.knobs.values()]
+        self._names = list(space.knobs)
+        self._values = [k.values for k in space.knobs.values()]
 
     # -- encoding ------------------------------------------------------------
 
@@ -335,14 +337,19 @@ class Search:
     def _started(self) -> bool:
         return self.best is not None and len(self.visited) >= STARTUP_TRIALS
 
+    def _config_of(self, point: tuple[int, ...]) -> Config:
+        """A point's config, straight from its value indices: a repair checks some 10,000
+        points a start point where valid ones are rare (the separable space on a GPU)."""
+        return {name: values[i] for name, values, i in zip(self._names, self._values, point, strict=True)}
+
     def _usable(self, point: tuple[int, ...]) -> bool:
         usable = point not in self.visited and point not in self.in_flight
-        return usable and self.valid(self.decode(self._params(point)))
+        return usable and self.valid(self._config_of(point))
 
     @property
     def _point_violations(self) -> Callable[[tuple[int, ...]], int] | None:
         count = self.violations
-        return None if count is None else lambda point: count(self.decode(self._params(point)))
+        return None if count is None else lambda point: count(self._config_of(point))
 
     def _neighbours(self, centre: tuple[int, ...]) -> list[tuple[int, ...]]:
         return one_knob_neighbours(centre, self.sizes)

@@ -133,6 +133,40 @@ def test_space_from_other_declaration():
     assert space.violations({"a": 2, "b": "y"}, {"filter_width": 1}) == ["a=2 needs b=x"]
 
 
+def test_every_broken_rule_is_named_in_file_order_and_device_rules_wait_for_a_device():
+    """The rules are checked in one evaluation: each still counts on its own (a rule with
+    a comment, or over several lines, ends where it ends), in the order the file gives."""
+    space = SearchSpace.from_dict(
+        {
+            "knobs": {"a": {"values": [1, 2, 3]}, "b": {"values": [1, 4]}},
+            "constraints": [
+                {"rule": "a < 3  # three is too many", "reason": "a below 3"},
+                {"rule": "a * b <= device.max_work_group_size", "reason": "group fits"},
+                {"rule": "(b == 1\n or a == 1)", "reason": "b=4 needs a=1"},
+                {"rule": "a <= filter_width", "reason": "a at most F"},
+            ],
+        }
+    )
+    small = {"max_work_group_size": 8}
+    broken = ["a below 3", "b=4 needs a=1", "a at most F"]
+    assert space.violations({"a": 3, "b": 4}, {"filter_width": 2}) == broken
+    assert space.violations({"a": 3, "b": 4}, {"filter_width": 2}, small) == [
+        "a below 3",
+        "group fits",
+        "b=4 needs a=1",
+        "a at most F",
+    ]
+    assert space.violations({"a": 1, "b": 4}, {"filter_width": 1}, small) == []
+    assert space.violations({"a": 2, "b": 1}, {"filter_width": 1}, small) == ["a at most F"]
+
+
+def test_a_problems_key_is_its_own_copy():
+    problem = CONV2D.problem({"filter_width": 5, "out_width": 64, "out_height": 32, "dtype": "float32"})
+    key = problem.key()
+    key["filter_width"] = 7
+    assert problem.key() == {"filter_width": 5, "out_width": 64, "out_height": 32, "dtype": "float32"}
+
+
 def test_a_preset_is_measured_first_only_where_its_when_holds():
     space = SearchSpace.from_dict(
         {

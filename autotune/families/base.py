@@ -145,12 +145,17 @@ class Problem(ABC):
     def key(self) -> dict[str, Any]:
         """The fields that name the problem in the store (everything but the seed, and
         optional fields at their defaults)."""
-        key = {}
+        return dict(self._key_items)
+
+    @functools.cached_property
+    def _key_items(self) -> tuple[tuple[str, Any], ...]:
+        """`key`'s items, worked out once: every rule check of a search reads them."""
+        items = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name != "seed" and not (f.name in self.optional_fields and value == f.default):
-                key[f.name] = value
-        return key
+                items.append((f.name, value))
+        return tuple(items)
 
     @property
     def output_dtype(self) -> np.dtype:

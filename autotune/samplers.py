@@ -12,9 +12,10 @@ given up: taken, invalid, budget spent) is no measurement and is ignored.
 
 It starts with `startup_trials` random points (powers of two favoured, each switch on
 in half of them, each the draw most knobs apart from the points measured: `start_spread`),
-then fits a Gaussian process to the `model_points` fastest points
-measured (autotune/surrogate.py) and alternates two steps. The local step takes the
-best point's one-knob neighbour of highest expected improvement, trying its switch moves
+then fits a Gaussian process to the `model_points` fastest points measured
+(autotune/surrogate.py) and alternates two steps. The local step takes the best point's
+one-knob neighbour (or diagonal neighbour: one value up or down in both knobs of a pair
+the rules tie, `diagonal_moves`) of highest expected improvement, trying its switch moves
 (two-valued knobs flipped, others moved to a power of two) before anything else. The
 global step takes the point of the whole space with the lowest predicted time, or, once
 `stall_after` evaluations have gone by without a `stall_gain` gain, the point of highest
@@ -219,6 +220,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         self._starts = 0
         self._feature_table: list[np.ndarray] | None = None
         self._ratio_tables: list[tuple[int, int, np.ndarray]] = []
+        self._diagonal_pairs: list[tuple[int, int]] | None = None
 
     def observe(self, study: optuna.Study, current: int | None = None) -> None:
         """Measured points (in the order they finished), points in flight, the best."""
@@ -566,6 +568,9 @@ class GPSampler(optuna.samplers.BaseSampler):
             near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]
         if self.options.local_radius > 1 and (not near or self._stalled()):
             return near + self._wider_neighbours(centre)
+        diagonal = self.options.diagonal_moves
+        if diagonal == "always" or (diagonal == "stalled" and (not near or self._stalled())):
+            near = near + self._diagonal_neighbours(centre)
         if not self.options.switches_first:
             return near
         switch_moves = set()
@@ -619,6 +624,21 @@ class GPSampler(optuna.samplers.BaseSampler):
             if near:
                 return near
         return []
+
+    def _diagonal_neighbours(self, centre: Point) -> list[Point]:
+        """Usable points one value up or down in both knobs of a tied pair (`diagonal_moves`)."""
+        if self._diagonal_pairs is None:
+            self._diagonal_pairs = sorted(self._tied_pairs())
+        found = []
+        for a, b in self._diagonal_pairs:
+            for step_a, step_b in ((-1, -1), (-1, 1), (1, -1), (1, 1)):
+                value_a, value_b = centre[a] + step_a, centre[b] + step_b
+                if 0 <= value_a < self.sizes[a] and 0 <= value_b < self.sizes[b]:
+                    point = list(centre)
+                    point[a], point[b] = value_a, value_b
+                    if self._usable(tuple(point)):
+                        found.append(tuple(point))
+        return found
 
     def _features(self, points: list[Point]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,

@@ -103,6 +103,15 @@ class SearchOptions:
     # measured on 40, 50 and 100 fresh seeds and not made the default (BENCHMARKS.md): ahead
     # on most landscapes, behind on the W7800 and GEMM RTX 3090.
     envelope: float = 0.0
+    # Diagonal moves of the local step: for each pair of knobs the rules tie (`tied_ratios`'
+    # pairs: a tile and the work-group or vector width that divides it), the four points one
+    # value up or down in both at once. A corner such as 32x1 beside a best 64x2 is no
+    # one-knob neighbour, and when 32x2 and 64x1 are slower no one-knob path leads there.
+    # "always": beside the one-knob neighbours in each local step (switch moves still
+    # first); "stalled": only once the search stalls or the one-knob neighbours are spent;
+    # "off": one-knob moves only. "always" was chosen among the three on seeds 80000-80049
+    # and judged on 81000-81099 (BENCHMARKS.md, "Diagonal moves").
+    diagonal_moves: str = "always"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of
     # 32 among 16..256) may be faster than the values beside it without bending the whole
@@ -121,6 +130,8 @@ class SearchOptions:
             raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
         if self.stall_step not in ("ei", "random", "far"):
             raise UsageError(f"stall_step must be ei, random or far, not {self.stall_step!r}")
+        if self.diagonal_moves not in ("off", "stalled", "always"):
+            raise UsageError(f"diagonal_moves must be off, stalled or always, not {self.diagonal_moves!r}")
         if self.stall_centre not in ("best", "explored"):
             raise UsageError(f"stall_centre must be best or explored, not {self.stall_centre!r}")
         if self.enumerations not in ("ordinal", "categorical"):

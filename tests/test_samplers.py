@@ -163,7 +163,7 @@ def test_a_large_space_checks_validity_in_the_models_order_and_proposes_what_a_f
     settings that rank candidates otherwise too (a model of failures; a stalled step far
     from the best point, which checks its candidates first)."""
     from autotune.replay import _space
-    from autotune.samplers import CANDIDATE_SAMPLE, ENUMERATE_LIMIT
+    from autotune.samplers import CANDIDATE_SAMPLE, ENUMERATE_LIMIT, TIE_DRAWS
 
     space = _space("large", {f"k{i}": list(range(8)) for i in range(6)})
     assert ENUMERATE_LIMIT < 8**6
@@ -192,7 +192,9 @@ def test_a_large_space_checks_validity_in_the_models_order_and_proposes_what_a_f
 
     lazy, per_ask = points(3)
     if not settings:
-        assert max(per_ask) < CANDIDATE_SAMPLE / 10, per_ask
+        # one ask also finds, once a search, which knobs the rules tie (`diagonal_moves`)
+        beyond = [count - TIE_DRAWS for count in per_ask if count >= CANDIDATE_SAMPLE / 10]
+        assert len(beyond) <= 1 and max(beyond, default=0) < CANDIDATE_SAMPLE / 10, per_ask
     # every candidate checked first, as before
     monkeypatch.setattr(
         GPSampler,

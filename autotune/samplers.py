@@ -220,7 +220,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         self._starts = 0
         self._feature_table: list[np.ndarray] | None = None
         self._ratio_tables: list[tuple[int, int, np.ndarray]] = []
-        self._diagonal_pairs: list[tuple[int, int]] | None = None
+        self._tied: set[tuple[int, int]] | None = None  # `_tied_pairs`, found once a space
 
     def observe(self, study: optuna.Study, current: int | None = None) -> None:
         """Measured points (in the order they finished), points in flight, the best."""
@@ -627,10 +627,8 @@ class GPSampler(optuna.samplers.BaseSampler):
 
     def _diagonal_neighbours(self, centre: Point) -> list[Point]:
         """Usable points one value up or down in both knobs of a tied pair (`diagonal_moves`)."""
-        if self._diagonal_pairs is None:
-            self._diagonal_pairs = sorted(self._tied_pairs())
         found = []
-        for a, b in self._diagonal_pairs:
+        for a, b in sorted(self._tied_pairs()):
             for step_a, step_b in ((-1, -1), (-1, 1), (1, -1), (1, 1)):
                 value_a, value_b = centre[a] + step_a, centre[b] + step_b
                 if 0 <= value_a < self.sizes[a] and 0 <= value_b < self.sizes[b]:
@@ -678,7 +676,13 @@ class GPSampler(optuna.samplers.BaseSampler):
     def _tied_pairs(self) -> set[tuple[int, int]]:
         """Pairs of knobs (a, b), a < b, that the validity test ties together: among valid
         points of TIE_DRAWS random draws, some pair of their values never appears where
-        their values' shares predict TIE_EXPECTED or more."""
+        their values' shares predict TIE_EXPECTED or more. Found once a space: both
+        `tied_ratios` and `diagonal_moves` ask."""
+        if self._tied is None:
+            self._tied = self._find_tied_pairs()
+        return self._tied
+
+    def _find_tied_pairs(self) -> set[tuple[int, int]]:
         draws = random.Random(0)
         valid = []
         for _ in range(TIE_DRAWS):

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from repair_rare_points import H200_LIMITS  # noqa: E402
+from sampler_overhead import time_asks  # noqa: E402
 
 from autotune.devices import device_info  # noqa: E402
 from autotune.families import get_family  # noqa: E402
@@ -56,16 +57,13 @@ def main() -> None:
 
         live = family.space.live_values(problem.key(), device)
         search = Search(family.space, "gp", args.seed, valid=valid, violations=violations, live_values=live)
-        seconds, proposed = [], hashlib.sha256()
-        for _ in range(args.asks):
-            start = time.perf_counter()
-            asked = search.ask()
-            seconds.append(time.perf_counter() - start)
-            if asked is None:
-                break
-            trial, config = asked
+        proposed = hashlib.sha256()
+
+        def answer(config: dict, proposed=proposed) -> float:
             proposed.update(json.dumps(sorted(config.items()), default=str).encode())
-            search.tell(trial, made_up_time(config))
+            return made_up_time(config)
+
+        seconds = time_asks(search, args.asks, answer, clock=time.perf_counter)
         first = sum(seconds[:10])
         print(
             f"{case}: {len(seconds)} asks, {sum(seconds):.2f} s (first 10: {first:.2f} s, "

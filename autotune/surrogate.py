@@ -23,14 +23,30 @@ FIT_SWEEPS = 2
 OFFSET_WEIGHTS = (0.0, 0.1, 0.3, 1.0)  # `GaussianProcess.offset_weight`, when it has offset columns
 LIKELY = 0.5  # with a model of failures, candidates less likely to run than this go last
 _SQRT5 = math.sqrt(5.0)
+_FAR = 700.0  # `_matern52_of_squared`
 
 
 def _matern52(a: np.ndarray, b: np.ndarray, length_scales: np.ndarray) -> np.ndarray:
     a = a / length_scales
     b = b / length_scales
     squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
-    r = np.sqrt(np.maximum(squared, 0.0))
-    return (1.0 + _SQRT5 * r + 5.0 / 3.0 * r * r) * np.exp(-_SQRT5 * r)
+    return _matern52_of_squared(np.maximum(squared, 0.0, out=squared))
+
+
+def _matern52_of_squared(squared: np.ndarray) -> np.ndarray:
+    """Matérn 5/2 of squared scaled distances, in place. Distances are capped where the
+    kernel is below 1e-290 anyway: exp of an argument past -745 underflows to zero on a
+    slow path (six times the cost), which made it most of a fit."""
+    s = np.sqrt(squared, out=squared)
+    s *= _SQRT5
+    np.minimum(s, _FAR, out=s)
+    kernel = s * s
+    kernel *= 1.0 / 3.0
+    kernel += s
+    kernel += 1.0
+    np.negative(s, out=s)
+    kernel *= np.exp(s, out=s)
+    return kernel
 
 
 def _shared_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -88,37 +104,90 @@ class GaussianProcess:
         shared = self._shared if a is self.x and b is self.x else _shared_values(a[:, -m:], b[:, -m:])
         return smooth + weight * shared
 
-    def _likelihood(self, length_scales: np.ndarray, noise: float, weight: float | None = None) -> float:
-        """Log marginal likelihood with the amplitude profiled out."""
-        n = len(self.y)
-        weight = self.offset_weight if weight is None else weight
-        k = self._kernel(self.x, self.x, length_scales, weight) + noise * np.eye(n)
+    def _likelihoods(self, length_scales: np.ndarray, noises: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Log marginal likelihoods with the amplitude profiled out, one per setting (row of
+        `length_scales`, with its noise and offset weight), from one batched factorisation.
+        Each kernel is bordered with the targets: the last row of the factor of
+        [[K, y], [y', c]] is (L^-1 y)', so the quadratic form needs no second solve (c is
+        any value that keeps the matrix positive definite: y'y / noise + 1 does)."""
+        n, count = len(self.y), len(length_scales)
+        kernel = _matern52_of_squared((1.0 / length_scales**2) @ self._differences)
+        if self._shared is not None:
+            kernel += weights[:, None] * self._shared_lower
+        kernel[:, self._on_diagonal] += noises[:, None]
+        # Only the lower triangle: the factorisation reads no other entry.
+        bordered = np.zeros((count, (n + 1) * (n + 1)))
+        bordered[:, self._lower_flat] = kernel
+        bordered = bordered.reshape(count, n + 1, n + 1)
+        bordered[:, n, :n] = self.y
+        bordered[:, n, n] = float(self.y @ self.y) / noises + 1.0
         try:
-            chol = np.linalg.cholesky(k)
+            factor = np.linalg.cholesky(bordered)
         except np.linalg.LinAlgError:
-            return -math.inf
-        alpha = np.linalg.solve(chol, self.y)
-        amplitude = max(float(alpha @ alpha) / n, 1e-12)
-        return -0.5 * n * math.log(amplitude) - float(np.log(np.diag(chol)).sum())
+            if count == 1:
+                return np.array([-math.inf])
+            return np.concatenate(
+                [
+                    self._likelihoods(length_scales[i : i + 1], noises[i : i + 1], weights[i : i + 1])
+                    for i in range(count)
+                ]
+            )
+        amplitude = np.maximum((factor[:, n, :n] ** 2).sum(1) / n, 1e-12)
+        log_determinant = np.log(np.diagonal(factor[:, :n, :n], axis1=1, axis2=2)).sum(1)
+        return -0.5 * n * np.log(amplitude) - log_determinant
+
+    def _prepare_fit(self) -> None:
+        """The tables every likelihood of the fit reads: per pair of training points (the
+        lower triangle) the squared difference in each smooth feature, and shared values."""
+        smooth = self.x[:, : self.x.shape[1] - self.offset_columns]
+        rows, columns = np.tril_indices(len(smooth))
+        self._lower_flat = rows * (len(smooth) + 1) + columns
+        self._on_diagonal = np.flatnonzero(rows == columns)
+        self._shared_lower = None if self._shared is None else self._shared[rows, columns]
+        self._differences = ((smooth[rows] - smooth[columns]) ** 2).T
 
     def _fit(self) -> None:
-        best = self._likelihood(self.length_scales, self.noise)
+        """Coordinate sweeps over the grids (noise, offset weight, each length scale), the
+        values of one coordinate scored in one batch; a value is taken where it beats the
+        best so far (the first of equals)."""
+        self._prepare_fit()
+        ones = np.ones(1)
+        best = float(
+            self._likelihoods(self.length_scales[None], ones * self.noise, ones * self.offset_weight)[0]
+        )
+
+        def choose(length_scales: np.ndarray, noises: np.ndarray, weights: np.ndarray) -> int | None:
+            nonlocal best
+            scores = self._likelihoods(length_scales, noises, weights)
+            i = int(np.argmax(scores))
+            if scores[i] > best:
+                best = float(scores[i])
+                return i
+            return None
+
         for _ in range(FIT_SWEEPS):
-            for noise in NOISES:
-                score = self._likelihood(self.length_scales, noise)
-                if score > best:
-                    best, self.noise = score, noise
-            for weight in OFFSET_WEIGHTS if self.offset_columns else ():
-                score = self._likelihood(self.length_scales, self.noise, weight)
-                if score > best:
-                    best, self.offset_weight = score, weight
+            noises = np.array(NOISES)
+            i = choose(
+                np.tile(self.length_scales, (len(noises), 1)),
+                noises,
+                np.full(len(noises), self.offset_weight),
+            )
+            if i is not None:
+                self.noise = float(noises[i])
+            if self.offset_columns:
+                weights = np.array(OFFSET_WEIGHTS)
+                tiled = np.tile(self.length_scales, (len(weights), 1))
+                i = choose(tiled, np.full(len(weights), self.noise), weights)
+                if i is not None:
+                    self.offset_weight = float(weights[i])
+            grid = np.array(LENGTH_SCALES)
             for dim in range(len(self.length_scales)):
-                for value in LENGTH_SCALES:
-                    trial = self.length_scales.copy()
-                    trial[dim] = value
-                    score = self._likelihood(trial, self.noise)
-                    if score > best:
-                        best, self.length_scales = score, trial
+                trials = np.tile(self.length_scales, (len(grid), 1))
+                trials[:, dim] = grid
+                i = choose(trials, np.full(len(grid), self.noise), np.full(len(grid), self.offset_weight))
+                if i is not None:
+                    self.length_scales = trials[i].copy()
+        del self._differences, self._lower_flat, self._on_diagonal, self._shared_lower
 
     def _factor(self) -> None:
         n = len(self.y)

@@ -26,7 +26,9 @@ child of two of the best points, moving several knobs at once) can replace some 
 fail, whose chance to run weights every step's choice. Settings measured and not made
 the default: a trust region around the best point for the global step (`trust_region`)
 and log ratios of the knob pairs the rules tie as features (`tied_ratios`;
-bench/results/gp_study_2026-12-04.md). BENCHMARKS.md has the replays behind each setting.
+bench/results/gp_study_2026-12-04.md); local steps that leave out neighbours predicted far
+slower (`local_reach`) or order them by predicted time (`local_step`). BENCHMARKS.md has the
+replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """
@@ -395,6 +397,16 @@ class GPSampler(optuna.samplers.BaseSampler):
                 return self._random_start_point()
             far = self.options.stall_step == "far"
             step = "mean" if far else "ei"
+        if near and self.options.local_reach:
+            chosen = self._ranked_first(near, "ei", math.log(self.best[0] * self.options.local_reach))
+            if chosen is not None:
+                return chosen
+            near = []  # every neighbour predicted past the reach: the global step's turn
+            if self._stalled():
+                if self.options.stall_step == "random":
+                    return self._random_start_point()
+                far = self.options.stall_step == "far"
+                step = "mean" if far else "ei"
         candidates = near or self._candidates()
         if not near and not self._stalled() and self.options.trust_region:
             candidates = self._in_trust_region(candidates)
@@ -403,6 +415,14 @@ class GPSampler(optuna.samplers.BaseSampler):
             candidates = [p for p in candidates if knobs_apart(p, self.best[1]) >= 3] or candidates
         if not candidates:
             return None
+        return self._ranked_first(candidates, self.options.local_step if near else step)
+
+    def _ranked_first(
+        self, candidates: list[Point], acquisition: str, beyond: float | None = None
+    ) -> Point | None:
+        """The first candidate in the model's order that keeps the rules (near and enumerated
+        points keep them already: one check; a sample's are checked here until one does);
+        none predicted slower than exp(`beyond`)."""
         measured = self._model_set()
         offsets = len(self._offset_knobs())
         keep = None
@@ -413,13 +433,12 @@ class GPSampler(optuna.samplers.BaseSampler):
             self._targets(measured),
             self._features(candidates)[:, :keep],
             self._features(sorted(self.in_flight))[:, :keep],
-            acquisition="ei" if near else step,
+            acquisition=acquisition,
             failures=self.options.failures,
             failure_quantile=self.options.failure_quantile,
             offset_columns=offsets,
+            beyond=beyond,
         )
-        # the first in the model's order that keeps the rules (near and enumerated points
-        # keep them already: one check; a sample's are checked here until one does)
         return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
 
     def _offsets_pay(self) -> bool:

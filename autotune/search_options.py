@@ -27,6 +27,16 @@ class SearchOptions:
     # under 0.07 s (median) at 1000 measured points, where 300 took 0.3-0.4 s (BENCHMARKS.md).
     model_points: int = 100
     global_step: str = "mean"  # "mean" (lowest predicted time) or "ei" (expected improvement)
+    # How the local step orders the best point's neighbours: "ei" (expected improvement)
+    # or "mean" (the lowest predicted time). "mean" measured, not made the default: ahead on
+    # the MI250X and W7800, behind on point-in-polygon, GEMM and the A4000 (BENCHMARKS.md,
+    # "Local steps that leave out neighbours predicted far slower").
+    local_step: str = "ei"
+    # The local step leaves out neighbours the model predicts slower than this many times
+    # the best time (0: none left out); with none left, the turn is the global step's.
+    # Measured, not made the default: 3 was best of 1.5-4 on seeds 93000-93049 and lost the
+    # A4000 to its 1.24x basin on 94000-94099 (BENCHMARKS.md, the same section).
+    local_reach: float = 0.0
     switches_first: bool = True  # the local step tries the best point's switch moves first
     genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
     genetic_pool: int = 20  # parents come from this many best points
@@ -128,6 +138,8 @@ class SearchOptions:
     def __post_init__(self) -> None:
         if self.global_step not in ("mean", "ei"):
             raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
+        if self.local_step not in ("mean", "ei"):
+            raise UsageError(f"local_step must be mean or ei, not {self.local_step!r}")
         if self.stall_step not in ("ei", "random", "far"):
             raise UsageError(f"stall_step must be ei, random or far, not {self.stall_step!r}")
         if self.diagonal_moves not in ("off", "stalled", "always"):
@@ -146,6 +158,8 @@ class SearchOptions:
             raise UsageError("local_centres and basin_patience must be >= 1, local_patience >= 0")
         if not 0.0 <= self.envelope <= 1.0:
             raise UsageError("envelope must be between 0 and 1")
+        if self.local_reach < 0.0:
+            raise UsageError("local_reach must be >= 0")
         if self.trust_region < 0 or self.trust_failures < 1:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.start_spread < 0:

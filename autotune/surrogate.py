@@ -298,6 +298,7 @@ def ranking(
     failures: str = "worst",
     failure_quantile: float = 0.9,
     offset_columns: int = 0,
+    beyond: float | None = None,
 ) -> np.ndarray:
     """Indices into `candidates`, best first: by the highest expected improvement ("ei")
     or the lowest predicted time ("mean"). The caller takes the first that it may
@@ -311,6 +312,7 @@ def ranking(
     model of the chance to run (`KernelSuccess` for "kernel", `SuccessModel` for "model")
     that weights the choice, candidates below `LIKELY` ranked after all others. The last
     `offset_columns` columns of the points are value indices (`GaussianProcess`).
+    Candidates whose predicted log time is above `beyond` are left out of the order.
     """
     logs = [math.log(v) for v in values if v is not None]
     success: SuccessModel | KernelSuccess | None = None
@@ -337,8 +339,9 @@ def ranking(
     chance = None if success is None else success.probability(features)
     # Candidates more likely to fail than to run go after every other one.
     unlikely = np.zeros(len(candidates), bool) if chance is None else chance < LIKELY
+    mean = None
     if acquisition == "mean":
-        score = model.predict_mean(candidates)
+        score = mean = model.predict_mean(candidates)
     elif acquisition == "ei":
         mean, std = model.predict(candidates)
         improvement = expected_improvement(mean, std, best)
@@ -346,4 +349,7 @@ def ranking(
     else:
         raise ValueError(f"unknown acquisition {acquisition!r} (ei or mean)")
     # Stable: of equal scores the earlier candidate first, as argmin / argmax take it.
-    return np.lexsort((score, unlikely))
+    order = np.lexsort((score, unlikely))
+    if beyond is not None and mean is not None:
+        order = order[mean[order] * model.scale + model.mean <= beyond]
+    return order

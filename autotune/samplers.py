@@ -390,6 +390,11 @@ class GPSampler(optuna.samplers.BaseSampler):
         """The local step on every other call, the global step on the rest."""
         assert self.best is not None
         near = self._local_candidates() if len(self.visited) % 2 and not self._local_spent() else []
+        if near and self.options.local_reach:
+            chosen = self._ranked_first(near, "ei", math.log(self.best[0] * self.options.local_reach))
+            if chosen is not None:
+                return chosen
+            near = []  # every neighbour predicted past the reach: the global step's turn
         step = self.options.global_step
         far = False
         if not near and self._stalled():
@@ -397,16 +402,6 @@ class GPSampler(optuna.samplers.BaseSampler):
                 return self._random_start_point()
             far = self.options.stall_step == "far"
             step = "mean" if far else "ei"
-        if near and self.options.local_reach:
-            chosen = self._ranked_first(near, "ei", math.log(self.best[0] * self.options.local_reach))
-            if chosen is not None:
-                return chosen
-            near = []  # every neighbour predicted past the reach: the global step's turn
-            if self._stalled():
-                if self.options.stall_step == "random":
-                    return self._random_start_point()
-                far = self.options.stall_step == "far"
-                step = "mean" if far else "ei"
         candidates = near or self._candidates()
         if not near and not self._stalled() and self.options.trust_region:
             candidates = self._in_trust_region(candidates)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any
 
@@ -43,6 +44,10 @@ class DeviceInfo:
     # Whether kernels may read and write double (cl_khr_fp64, or core double support):
     # float64 pixels go to the kernel as they are only then. Older rows read as False.
     double_precision: bool = False
+    # Bytes in the widest vector the device's compiler hands to its built-in functions
+    # intact: 32 where 64-byte ones (float16, double8) come out garbled (`widest_vector_bytes`).
+    # Older rows read as 128 (double16, OpenCL's widest): no limit.
+    widest_vector_bytes: int = 128
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -176,6 +181,36 @@ def _probe_build(device: Any) -> str | None:
     return None
 
 
+# LLVM's names of x86 CPUs with AVX-512 (its -mcpu values), as a PoCL CPU device's
+# version string ends ("HSTR: pthread-x86_64-unknown-linux-gnu-skylake-avx512").
+# fmt: off
+AVX512_CPUS = frozenset({
+    "knl", "knm", "skx", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake",
+    "icelake-client", "icelake-server", "rocketlake", "tigerlake", "sapphirerapids",
+    "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids", "znver4", "znver5",
+    "znver6", "x86-64-v4",
+})
+# fmt: on
+
+
+def widest_vector_bytes(platform_version: str, device_version: str, native_vector_width: int) -> int:
+    """128 (no limit), or 32 where PoCL builds kernels for a CPU without AVX-512 yet
+    reports 16 float lanes.
+
+    pip's PoCL 3.0 (LLVM 14) names an AMD Zen 4 `znver3` and builds kernels for that, with
+    no AVX-512, but links them with its AVX-512 built-in library (chosen from the CPU's
+    flags). A 16-wide vector then travels in memory on one side and in registers on the
+    other: `convert_ushort16`, `vload_half16` and the like return garbage or crash, some
+    of the time, a double8 to float8 conversion stops its code generator, and its kernel
+    cache keeps such programs without their kernels. The
+    device's name and version say so without building anything (a probe kernel's build
+    would leave the process to abort at exit)."""
+    found = re.search(r"HSTR: \S*?x86_64-[^-\s]+-linux-gnu-(\S+)", device_version)
+    if "pocl" not in platform_version.lower() or native_vector_width < 16 or found is None:
+        return 128
+    return 128 if found.group(1) in AVX512_CPUS else 32
+
+
 def _device_type(bits: int) -> str:
     import pyopencl as cl
 
@@ -217,6 +252,9 @@ def _info(index: int, platform: Any, device: Any) -> DeviceInfo:
         global_mem_size=int(device.global_mem_size),
         native_vector_width=max(1, int(device.native_vector_width_float)),
         double_precision=_double_precision(device),
+        widest_vector_bytes=widest_vector_bytes(
+            platform.version, device.version, int(device.native_vector_width_float)
+        ),
     )
 
 

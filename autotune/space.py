@@ -23,7 +23,11 @@ from autotune.resources import resource_path
 
 # Device limits that rules may name but older records and hand-written devices leave
 # out, at the value that keeps a rule as it was before the limit was recorded.
-DEVICE_DEFAULTS: dict[str, object] = {"native_vector_width": 1, "double_precision": False}
+DEVICE_DEFAULTS: dict[str, object] = {
+    "native_vector_width": 1,
+    "double_precision": False,
+    "widest_vector_bytes": 128,
+}
 
 Value = bool | int | str
 Config = dict[str, Value]

@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import subprocess
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.devices import device_info
 from autotune.evaluate import Evaluator
 from autotune.families.conv2d import CONV2D
 from autotune.outcomes import TimingPolicy
@@ -16,6 +18,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Tests time nothing: one timed run is enough to prove the timing path works.
 FAST = TimingPolicy(min_runs=1, min_time_s=0.0, max_runs=2, max_time_s=0.5)
+
+
+@functools.cache
+def _widest_vector_bytes() -> int:
+    return device_info(0).widest_vector_bytes
+
+
+def device_vectors(config: dict, dtype: str = "float32", out_dtype: str = "float32") -> dict:
+    """`config` with `x_vector` (and `work_x` with it) halved until device 0 takes vectors
+    that wide (autotune/devices.py, `widest_vector_bytes`), so the kernels a test runs are
+    ones a search would run there; the same config on every other device."""
+    lane = 8 if "float64" in (dtype, out_dtype) else 4
+    config = dict(config)
+    while config.get("x_vector", 1) > 1 and config["x_vector"] * lane > _widest_vector_bytes():
+        config["x_vector"] //= 2
+        if "work_x" in config:
+            config["work_x"] = max(1, config["work_x"] // 2)
+    return config
 
 
 @pytest.fixture(scope="session")

@@ -22,11 +22,13 @@ from autotune.errors import UsageError
 from autotune.families import get_family
 from autotune.families.separable import SEPARABLE, SeparableProblem
 from autotune.families.separable.render import generate, literal_taps
-from tests.conftest import FAST, GPU_LIMITS, ROOT, cli_json, run_cli
+from tests.conftest import FAST, GPU_LIMITS, ROOT, cli_json, device_vectors, run_cli
 from tests.opencl_runner import _opencl, kernel_signatures
 
 SPACE = SEPARABLE.space
 DEVICE = device_info(0)
+# Device 0 with every vector width (`widest_vector_bytes`), for rules about other knobs.
+FULL_VECTORS = dataclasses.replace(DEVICE, widest_vector_bytes=128)
 BASE = {"local_x": 8, "local_y": 4, "work_x": 2, "work_y": 2}
 
 
@@ -120,6 +122,12 @@ def _knob_cases():
 
 @pytest.mark.parametrize("name,value,config", list(_knob_cases()))
 def test_every_knob_value_matches_scipy(name, value, config):
+    if config is None and name == "x_vector":  # a vector device 0 does not take: that rule only
+        wider = SPACE.with_value(BASE, name, value, {"filter_width": 5, "rank": 2}, FULL_VECTORS)
+        assert wider is not None, f"no valid config on any CPU has {name}={value}"
+        reasons = SPACE.violations(wider, {"filter_width": 5, "rank": 2}, DEVICE)
+        assert reasons and all("vector wider" in r for r in reasons), reasons
+        return
     assert config is not None, f"no valid config on this device has {name}={value}"
     assert config[name] == value
     check(config, 5, 2, (37, 23))
@@ -149,6 +157,7 @@ def test_streaming_strips_match_scipy(x_vector, work_x, stream_rows, local_x, ta
     """Strips that end inside the image, past its right edge, past its last row, and
     strips narrower than the image's width or taller than its height; widths 1 to 33."""
     config = {"stream_rows": stream_rows, "x_vector": x_vector, "work_x": work_x, "local_x": int(local_x)}
+    config = device_vectors(config)
     config |= {"local_y": 1, "tap_space": tap_space}
     cases = [(5, (70, 40)), (4, (13, 7)), (1, (1, 1)), (9, (5, 67)), (33, (67, 5)), (2, (130, 17))]
     for seed, (width, out_size) in enumerate([*cases, (17, (64, 33))]):
@@ -173,13 +182,13 @@ def test_a_streaming_group_whose_rings_outgrow_a_thread_stack_is_ruled_out():
     work-items of 8 KiB rings (F = 16, 64 columns) killed the process; 256 of them run."""
     base = {"stream_rows": 64, "x_vector": 16, "work_x": 64, "tap_space": "constant"}
     problem = {"filter_width": 16, "rank": 1}
-    assert SPACE.violations(SPACE.complete({**base, "local_x": 64, "local_y": 16}), problem, DEVICE)
+    assert SPACE.violations(SPACE.complete({**base, "local_x": 64, "local_y": 16}), problem, FULL_VECTORS)
     assert SPACE.violations(
-        SPACE.complete({**base, "local_x": 32, "local_y": 8}), {**problem, "rank": 3}, DEVICE
+        SPACE.complete({**base, "local_x": 32, "local_y": 8}), {**problem, "rank": 3}, FULL_VECTORS
     )
     fits = {**base, "local_x": 16, "local_y": 16}
-    assert not SPACE.violations(SPACE.complete(fits), problem, DEVICE)
-    check(fits, 16, 1, (64, 64))
+    assert not SPACE.violations(SPACE.complete(fits), problem, FULL_VECTORS)
+    check(device_vectors(fits), 16, 1, (64, 64))
 
 
 @pytest.mark.parametrize("tiles_down", [2, 4, 32])
@@ -487,6 +496,11 @@ def test_the_worker_measures_and_verifies_it():
             if preset.config["fast_fir"] != "none":  # outputs in pairs: for wide filters
                 kind = dataclasses.replace(kind, filter_width=25)
             measured = evaluator.evaluate(preset.config, kind)
+            if SEPARABLE.violations(preset.config, kind, FULL_VECTORS) != SEPARABLE.violations(
+                preset.config, kind, DEVICE
+            ):  # its vectors are wider than device 0 takes: refused, not run
+                assert measured.status.value == "invalid" and "vector wider" in measured.error
+                continue
             assert measured.ok, f"{preset.name}: {measured.error}"
             assert measured.time_ms > 0
         literal = evaluator.evaluate({**BASE, "tap_space": "literal"}, problem)

@@ -20,7 +20,7 @@ import autotune
 from autotune.evaluate import Evaluator
 from autotune.families.image import CV2_BORDERS
 from autotune.families.separable import SEPARABLE, SeparableProblem
-from tests.conftest import FAST, cli_json, run_cli
+from tests.conftest import FAST, cli_json, device_vectors, run_cli
 from tests.test_pixels import NO_DB
 
 SAMPLE = random.Random(41)
@@ -48,6 +48,7 @@ def _config(rng: random.Random, problem: SeparableProblem) -> dict:
     while True:
         config = {name: rng.choice(knob.values) for name, knob in SEPARABLE.space.knobs.items()}
         config["local_x"], config["local_y"] = min(config["local_x"], 16), min(config["local_y"], 16)
+        config = device_vectors(config, problem.dtype, problem.out_dtype)
         if not SEPARABLE.violations(config, problem):
             return config
 
@@ -120,7 +121,7 @@ def test_streaming_and_two_launch_kernels_of_any_pixels_verify(
     problem = SeparableProblem(
         width, rank, *size, dtype, seed=seed, out_dtype=out_dtype, border=border, anchor=anchor
     )
-    config = SEPARABLE.space.complete(make_config(rng))
+    config = SEPARABLE.space.complete(device_vectors(make_config(rng), dtype, out_dtype))
     assert not SEPARABLE.violations(config, problem)
     result = separable_evaluator.measure(SEPARABLE.render(config, problem), problem)
     assert result.status.value == "ok", f"{config} {problem.key()}: {result.error}"
@@ -163,6 +164,7 @@ def test_streams_that_sum_outputs_in_registers_verify(
 ):
     """`column_accumulators`: each row-pass row is added to the F output rows it feeds,
     kept in registers. It verifies; with one tap added to the wrong output row it fails."""
+    changes = device_vectors(changes, dtype, dtype)
     config = SEPARABLE.space.complete({"column_accumulators": True, "local_x": 1, "local_y": 1} | changes)
     variant, problem = _verified(separable_evaluator, config, border, dtype, width, rank, size)
     broken = variant.source.replace("acc_0_0 += ", "acc_1_0 += ", 1)  # the first row's tap 0
@@ -502,6 +504,7 @@ def test_bit_conversion_of_integer_outputs_verifies(separable_evaluator, form, o
     rng = random.Random(len(form) + len(out_dtype))
     problem = SeparableProblem(5, 2, 45, 27, "float32", out_dtype=out_dtype, border="mirror", anchor=1)
     config = FORMS[form][0](rng) if form in FORMS else {"cache_input": True, "local_x": 8, "local_y": 4}
+    config = device_vectors(config, "float32", out_dtype)
     config = SEPARABLE.space.complete({**config, "output_conversion": "bits"})
     variant = SEPARABLE.render(config, problem)
     assert "_sat_rte(" not in variant.source  # no built-in conversion left

@@ -401,7 +401,7 @@ class GPSampler(optuna.samplers.BaseSampler):
             if self.options.stall_step == "random":
                 return self._random_start_point()
             far = self.options.stall_step == "far"
-            step = "mean" if far else "ei"
+            step = "mean" if far else "sample" if self.options.stall_step == "sample" else "ei"
         candidates = near or self._candidates()
         if not near and not self._stalled() and self.options.trust_region:
             candidates = self._in_trust_region(candidates)
@@ -433,6 +433,7 @@ class GPSampler(optuna.samplers.BaseSampler):
             failure_quantile=self.options.failure_quantile,
             offset_columns=offsets,
             beyond=beyond,
+            rng=np.random.default_rng(self.random.getrandbits(32)) if acquisition == "sample" else None,
         )
         return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
 

@@ -26,7 +26,9 @@ class SearchOptions:
     # The surrogate sees at most this many points, the fastest first. 100 keeps a proposal
     # under 0.07 s (median) at 1000 measured points, where 300 took 0.3-0.4 s (BENCHMARKS.md).
     model_points: int = 100
-    global_step: str = "mean"  # "mean" (lowest predicted time) or "ei" (expected improvement)
+    # "mean" (lowest predicted time), "ei" (expected improvement) or "sample" (lowest time
+    # in one random draw of the model: Thompson sampling, `surrogate.ranking`).
+    global_step: str = "mean"
     # How the local step orders the best point's neighbours: "ei" (expected improvement)
     # or "mean" (the lowest predicted time). "mean" measured, not made the default: ahead on
     # the MI250X and W7800, behind on point-in-polygon, GEMM and the A4000 (BENCHMARKS.md,
@@ -48,7 +50,8 @@ class SearchOptions:
     # Stalls: after `stall_after` evaluations (0: never) in which the best time did not
     # improve by `stall_gain` (relative), the global steps explore until it does:
     # "ei" (expected improvement over the whole space), "random" (a random start point) or
-    # "far" (the lowest predicted time among points three knobs or more from the best).
+    # "far" (the lowest predicted time among points three knobs or more from the best) or
+    # "sample" (the fastest point of one draw of the model, as `global_step = sample`).
     # 12 and "ei" were chosen on held-out landscapes (BENCHMARKS.md).
     stall_after: int = 12
     stall_gain: float = 0.01
@@ -136,12 +139,12 @@ class SearchOptions:
     choose_offsets: bool = True
 
     def __post_init__(self) -> None:
-        if self.global_step not in ("mean", "ei"):
-            raise UsageError(f"global_step must be mean or ei, not {self.global_step!r}")
+        if self.global_step not in ("mean", "ei", "sample"):
+            raise UsageError(f"global_step must be mean, ei or sample, not {self.global_step!r}")
         if self.local_step not in ("mean", "ei"):
             raise UsageError(f"local_step must be mean or ei, not {self.local_step!r}")
-        if self.stall_step not in ("ei", "random", "far"):
-            raise UsageError(f"stall_step must be ei, random or far, not {self.stall_step!r}")
+        if self.stall_step not in ("ei", "random", "far", "sample"):
+            raise UsageError(f"stall_step must be ei, random, far or sample, not {self.stall_step!r}")
         if self.diagonal_moves not in ("off", "stalled", "always"):
             raise UsageError(f"diagonal_moves must be off, stalled or always, not {self.diagonal_moves!r}")
         if self.stall_centre not in ("best", "explored"):

@@ -396,6 +396,8 @@ class GPSampler(optuna.samplers.BaseSampler):
                 return chosen
             near = []  # every neighbour predicted past the reach: the global step's turn
         step = self.options.global_step
+        if self.options.sample_after and len(self.visited) >= self.options.sample_after:
+            step = "sample"
         far = False
         if not near and self._stalled():
             if self.options.stall_step == "random":

@@ -29,6 +29,10 @@ class SearchOptions:
     # "mean" (lowest predicted time), "ei" (expected improvement) or "sample" (lowest time
     # in one random draw of the model: Thompson sampling, `surrogate.ranking`).
     global_step: str = "mean"
+    # From this many evaluations on (0: never), the global steps take "sample" whatever
+    # `global_step` says: a draw finds second basins' ways out in long searches (at 100
+    # evaluations) and costs short ones (at 50), BENCHMARKS.md.
+    sample_after: int = 0
     # How the local step orders the best point's neighbours: "ei" (expected improvement)
     # or "mean" (the lowest predicted time). "mean" measured, not made the default: ahead on
     # the MI250X and W7800, behind on point-in-polygon, GEMM and the A4000 (BENCHMARKS.md,
@@ -167,6 +171,8 @@ class SearchOptions:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.start_spread < 0:
             raise UsageError("start_spread must be >= 0")
+        if self.sample_after < 0:
+            raise UsageError("sample_after must be >= 0")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 

@@ -59,10 +59,8 @@ def test_the_option_is_read_and_checked():
         SearchOptions.parse("global_step=thompson")
 
 
-@pytest.mark.parametrize("settings", ["global_step=sample", "stall_after=4,stall_step=sample"])
-def test_a_search_that_samples_its_global_steps_repeats_with_its_seed(settings):
-    """Draws come from the search's own random stream: one seed, one trajectory; another
-    seed, another; every point valid, and the search still closes on the optimum."""
+def _proposals(settings: str, seed: int, count: int = 40) -> list[dict]:
+    """A search of a 6-knob space (a third of it invalid) on a smooth bowl: what it asks."""
     from autotune.replay import _space
     from autotune.search import Search
 
@@ -71,18 +69,32 @@ def test_a_search_that_samples_its_global_steps_repeats_with_its_seed(settings):
     def valid(config):
         return (config["k0"] + config["k1"] + config["k2"]) % 3 != 0
 
-    def run(seed):
-        search = Search(space, "gp", seed, valid=valid, options=SearchOptions.parse(settings))
-        proposed = []
-        for _ in range(40):
-            trial, config = search.ask()
-            assert valid(config)
-            proposed.append(config)
-            search.tell(trial, 1.0 + sum((v - 2) ** 2 for v in config.values()) / 10)
-        return proposed
+    search = Search(space, "gp", seed, valid=valid, options=SearchOptions.parse(settings))
+    proposed = []
+    for _ in range(count):
+        trial, config = search.ask()
+        assert valid(config)
+        proposed.append(config)
+        search.tell(trial, 1.0 + sum((v - 2) ** 2 for v in config.values()) / 10)
+    return proposed
 
-    first = run(5)
-    assert run(5) == first
-    assert run(6) != first
+
+@pytest.mark.parametrize(
+    "settings", ["global_step=sample", "stall_after=4,stall_step=sample", "sample_after=20"]
+)
+def test_a_search_that_samples_its_global_steps_repeats_with_its_seed(settings):
+    """Draws come from the search's own random stream: one seed, one trajectory; another
+    seed, another; every point valid, and the search still closes on the optimum."""
+    first = _proposals(settings, 5)
+    assert _proposals(settings, 5) == first
+    assert _proposals(settings, 6) != first
     best = min(sum((v - 2) ** 2 for v in c.values()) for c in first)
     assert best <= 2  # within two steps of the optimum (all knobs at 2) after 40 points
+
+
+def test_sampling_after_n_evaluations_leaves_the_first_n_as_they_were():
+    plain, late = _proposals("", 7), _proposals("sample_after=20", 7)
+    assert late[:20] == plain[:20]
+    assert late[20:] != plain[20:]
+    with pytest.raises(UsageError, match="sample_after"):
+        SearchOptions.parse("sample_after=-1")

@@ -7,7 +7,9 @@ PoCL and Debian's PoCL, say) shows up once: the first of the identical entries w
 A PoCL CPU device that names the host CPU `generic` is numbered only if it compiles a
 kernel: the PoCL in pyopencl's wheel (LLVM 14) names CPUs its LLVM does not know (AMD
 Zen 5, say) so, and then cannot build anything; such a device is left out, and
-`unusable_devices()` says why.
+`unusable_devices()` says why. The same PoCL takes an AMD Zen 4 for a CPU without AVX-512
+and garbles 64-byte vectors there: such a device is numbered, with `widest_vector_bytes`
+= 32, which keeps the search's explicit vectors narrower.
 """
 
 from __future__ import annotations
@@ -202,9 +204,8 @@ def widest_vector_bytes(platform_version: str, device_version: str, native_vecto
     flags). A 16-wide vector then travels in memory on one side and in registers on the
     other: `convert_ushort16`, `vload_half16` and the like return garbage or crash, some
     of the time, a double8 to float8 conversion stops its code generator, and its kernel
-    cache keeps such programs without their kernels. The
-    device's name and version say so without building anything (a probe kernel's build
-    would leave the process to abort at exit)."""
+    cache keeps such programs without their kernels. The version string says so without
+    building anything (a probe kernel's build would leave the process to abort at exit)."""
     found = re.search(r"HSTR: \S*?x86_64-[^-\s]+-linux-gnu-(\S+)", device_version)
     if "pocl" not in platform_version.lower() or native_vector_width < 16 or found is None:
         return 128

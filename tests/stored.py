@@ -3,6 +3,7 @@ and the check scripts (checks/fuzz_export.py, checks/fuzz_api.py) that need a tu
 database without measuring."""
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 
@@ -51,3 +52,16 @@ def store_best(db: str, family: Any, problem: Any, configs: list[dict[str, Any]]
         store.set_run_status(run.id, "finished")
     finally:
         store.close()
+
+
+def device_row(device: Any, info: dict[str, Any]) -> SimpleNamespace:
+    """A devices-table row of `device` holding `info` as its JSON (a row written before some
+    limit was recorded: `info` without it), for `DeviceInfo.stored`."""
+    return SimpleNamespace(
+        info=json.dumps(info),
+        platform=device.platform,
+        name=device.name,
+        vendor=device.vendor,
+        driver=device.driver_version,
+        type=device.type,
+    )

@@ -15,6 +15,7 @@ from autotune.families.conv2d import CONV2D
 from autotune.search import Search
 from autotune.space import SearchSpace
 from tests.conftest import GPU_LIMITS, ROOT
+from tests.stored import device_row
 
 SEED_PRESETS = {"baseline", "unroll4", "define", "define_unroll", "constant", "float4", "local"}
 
@@ -477,8 +478,7 @@ def test_devices_stored_before_their_vector_width_read_as_one_lane():
     real = device_info(0)
     info = real.to_dict()
     del info["native_vector_width"]
-    row = SimpleNamespace(info=json.dumps(info), platform=real.platform, name=real.name, vendor=real.vendor,
-                          driver=real.driver_version, type=real.type)  # fmt: skip
+    row = device_row(real, info)
     stored = DeviceInfo.stored(row)
     assert stored is not None and stored.native_vector_width == 1
     assert stored.local_mem_size == real.local_mem_size

@@ -6,12 +6,10 @@ back wrong or crashed there, `x_vector = 8` of float64 pixels stopped its code g
 The device's version string says which CPU PoCL builds for.
 """
 
-import json
-from types import SimpleNamespace
-
 from autotune.devices import DeviceInfo, device_info, widest_vector_bytes
 from autotune.families.conv2d import CONV2D, Conv2DProblem
 from autotune.families.separable import SEPARABLE, SeparableProblem
+from tests.stored import device_row
 
 PIP_POCL = "OpenCL 3.0 PoCL 3.0-rc2  Linux, Release, RELOC, LLVM 14.0.6, SLEEF, DISTRO, POCL_DEBUG"
 DEBIAN_POCL = "OpenCL 3.0 PoCL 3.1+debian  Linux, None+Asserts, RELOC, SPIR, LLVM 15.0.6, SLEEF, DISTRO"
@@ -77,7 +75,5 @@ def test_devices_stored_before_the_limit_read_as_unlimited():
     real = device_info(0)
     info = real.to_dict()
     del info["widest_vector_bytes"]
-    row = SimpleNamespace(info=json.dumps(info), platform=real.platform, name=real.name, vendor=real.vendor,
-                          driver=real.driver_version, type=real.type)  # fmt: skip
-    stored = DeviceInfo.stored(row)
+    stored = DeviceInfo.stored(device_row(real, info))
     assert stored is not None and stored.widest_vector_bytes == 128

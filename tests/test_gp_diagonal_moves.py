@@ -59,52 +59,23 @@ def test_the_setting_reads_from_text_and_refuses_other_words():
         SearchOptions.parse("diagonal_moves=sometimes")
 
 
-# An H100's limits, as its driver reports them (`autotune devices` there).
-H100 = {
-    "index": 0,
-    "platform": "NVIDIA CUDA",
-    "platform_version": "OpenCL 3.0 CUDA 13.0.98",
-    "name": "NVIDIA H100 80GB HBM3",
-    "vendor": "NVIDIA Corporation",
-    "driver_version": "580.159.04",
-    "type": "GPU",
-    "compute_units": 132,
-    "max_clock_mhz": 1980,
-    "max_work_group_size": 1024,
-    "max_work_item_sizes": (1024, 1024, 64),
-    "local_mem_size": 49152,
-    "max_constant_buffer_size": 65536,
-    "global_mem_size": 85017493504,
-    "double_precision": True,
-}
-
-
 @pytest.mark.parametrize("filter_width", [3, 7, 11, 33])
 def test_a_gpu_searchs_work_group_width_and_height_are_tied(filter_width):
     """On a GPU the work-group limit ties local_x to local_y, so the local step reaches a
     corner such as 32x1 beside a best 64x2 (an H100 search at F = 11 missed it while the
     draws were too few to see the tie); knobs no rule ties are not told tied by chance."""
-    from autotune.devices import DeviceInfo
-    from autotune.families import get_family, problem_from_dict
+    from autotune.families.conv2d import CONV2D, Conv2DProblem
     from autotune.search import Search
+    from tests.conftest import GPU_LIMITS
 
-    device = DeviceInfo(**H100)
-    family = get_family("conv2d")
-    problem = problem_from_dict(
-        {
-            "family": "conv2d",
-            "filter_width": filter_width,
-            "out_width": 4096,
-            "out_height": 4096,
-            "dtype": "float32",
-        }
-    )
+    problem = Conv2DProblem(filter_width, 4096, 4096).key()
+    space = CONV2D.space
     search = Search(
-        family.space,
+        space,
         "gp",
         0,
-        valid=lambda config: not family.violations(config, problem, device),
-        live_values=family.space.live_values(problem.key(), device),
+        valid=lambda config: not space.violations(config, problem, GPU_LIMITS),
+        live_values=space.live_values(problem, GPU_LIMITS),
     )
     sampler = search.gp
     sampler.prepare(search.distributions)

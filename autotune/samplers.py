@@ -703,20 +703,15 @@ class GPSampler(optuna.samplers.BaseSampler):
         return self._tied
 
     def _find_tied_pairs(self) -> set[tuple[int, int]]:
-        draws = random.Random(0)
-        valid = []
-        for _ in range(TIE_DRAWS):
-            point = tuple(draws.randrange(n) for n in self.sizes)
-            if self.valid(self.params_of(point)):
-                valid.append(point)
-        if not valid:
+        draws = np.random.default_rng(0).integers(0, self.sizes, size=(TIE_DRAWS, len(self.sizes)))
+        table = draws[np.array([self.valid(self.params_of(point)) for point in draws.tolist()], dtype=bool)]
+        if not len(table):
             return set()
-        table = np.array(valid, dtype=int)
         tied = set()
         for a, b in itertools.combinations([k for k, n in enumerate(self.sizes) if n > 1], 2):
             counts = np.zeros((self.sizes[a], self.sizes[b]))
             np.add.at(counts, (table[:, a], table[:, b]), 1.0)
-            expected = np.outer(counts.sum(1), counts.sum(0)) / len(valid)
+            expected = np.outer(counts.sum(1), counts.sum(0)) / len(table)
             if ((counts == 0) & (expected >= TIE_EXPECTED)).any():
                 tied.add((a, b))
         return tied

@@ -238,6 +238,8 @@ class Search:
         return self._params(self._point(self.space.complete(config), by_value=True))
 
     def decode(self, params: dict[str, Any]) -> Config:
+        if self.by_value:  # the study's distributions hold only the knobs' values
+            return {name: params[name] for name in self.space.knobs}
         point = self._point(params)
         return {name: knob.values[i] for (name, knob), i in zip(self.space.knobs.items(), point, strict=True)}
 

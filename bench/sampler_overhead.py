@@ -111,8 +111,9 @@ def family_search(
     family: Any, problem: Any, device: Any, history: int, seed: int, options: SearchOptions | None = None
 ) -> tuple[Search, random.Random]:
     """A `gp` search in a family's space whose validity is the space's rules on `device`
-    (as in `autotune search`), told `history` random valid points with random times; and
-    the generator that drew them, for the times of later points."""
+    and whose knobs keep their live values (as in `autotune search`), told `history`
+    random valid points with random times; and the generator that drew them, for the
+    times of later points."""
 
     def valid(config: dict) -> bool:
         return not family.violations(config, problem, device)
@@ -121,10 +122,13 @@ def family_search(
         return len(family.violations(config, problem, device))
 
     rng = random.Random(seed)
-    search = Search(family.space, "gp", seed, valid=valid, violations=violations, options=options)
+    live = family.space.live_values(problem.key(), device)
+    search = Search(
+        family.space, "gp", seed, valid=valid, violations=violations, options=options, live_values=live
+    )
     known: set[str] = set()
-    while len(known) < history:
-        config = {name: rng.choice(knob.values) for name, knob in family.space.knobs.items()}
+    while len(known) < history:  # from the live values, as a search draws its start points
+        config = {name: rng.choice(values) for name, values in live.items()}
         if str(config) not in known and valid(config):
             known.add(str(config))
             search.add_history(config, rng.lognormvariate(0.0, 0.5))

@@ -569,32 +569,20 @@ class GPSampler(optuna.samplers.BaseSampler):
         return bool(after) and len(self.visited) - self._progress_at >= after
 
     def _local_candidates(self) -> list[Point]:
-        """The best point's local candidates; once they are spent, with `next_centre`,
-        those of the fastest measured point within that share of the best that has any."""
-        assert self.best is not None
-        found = self._local_candidates_around(self.best[1])
-        if found or not self.options.next_centre:
-            return found
-        bound = self.best[0] * (1.0 + self.options.next_centre)
-        for _, point in sorted((v, p) for p, v in self.visited.items() if v is not None and v <= bound):
-            found = self._local_candidates_around(point, chosen=True)
-            if found:
-                return found
-        return []
-
-    def _local_candidates_around(self, centre: Point, chosen: bool = False) -> list[Point]:
-        """A centre's unvisited one-knob neighbours; with `switches_first`, only its
+        """The best point's unvisited one-knob neighbours; with `switches_first`, only its
         switch moves while any is left: flips of two-valued knobs, and moves of a knob
         that is not at a power of two to the nearest powers of two. These moves often
         decide which basin a point is in (shared memory on or off, an aligned block),
         and the model, having seen them fail elsewhere, would not try them here. Each
-        costs one evaluation per new best point. `chosen`: the centre stays as given."""
-        if not chosen and self.options.stall_centre == "explored" and self._stalled():
+        costs one evaluation per new best point."""
+        assert self.best is not None
+        centre = self.best[1]
+        if self.options.stall_centre == "explored" and self._stalled():
             since = list(self.visited.items())[self._progress_at :]
             explored = sorted((v, p) for p, v in since if v is not None and knobs_apart(p, centre) > 1)
             if explored:
                 centre = explored[0][1]
-        if self.options.local_centres > 1 and not chosen:
+        if self.options.local_centres > 1:
             centre, near = self._basin_centre()
         else:
             near = [p for p in one_knob_neighbours(centre, self.sizes) if self._usable(p)]

@@ -67,11 +67,6 @@ class SearchOptions:
     # neighbours are spent (1: one-knob neighbours only).
     stall_centre: str = "best"
     local_radius: int = 1
-    # Once the best point's local candidates are spent, the local step goes around the
-    # fastest measured point within this share of the best time that still has some
-    # (0: off; the local turn goes to the global step). Near the top of a flat landscape
-    # the runner-up's neighbours hold points the best's do not.
-    next_centre: float = 0.0
     # The model also sees, for each pair of size knobs (positive numbers, more than one
     # value), the log2 ratio of their values: where rules tie sizes together (a tile and the
     # work-group that divides it) the time may follow the ratio more than either size.
@@ -164,8 +159,6 @@ class SearchOptions:
             raise UsageError(f"failures must be worst, model, kernel or quantile, not {self.failures!r}")
         if not 0.0 <= self.failure_quantile <= 1.0:
             raise UsageError("failure_quantile must be between 0 and 1")
-        if self.next_centre < 0.0:
-            raise UsageError("next_centre must be >= 0")
         if self.local_radius < 1:
             raise UsageError("local_radius must be >= 1")
         if self.local_centres < 1 or self.basin_patience < 1 or self.local_patience < 0:

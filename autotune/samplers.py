@@ -704,9 +704,13 @@ class GPSampler(optuna.samplers.BaseSampler):
 
     def _find_tied_pairs(self) -> set[tuple[int, int]]:
         draws = np.random.default_rng(0).integers(0, self.sizes, size=(TIE_DRAWS, len(self.sizes)))
-        table = draws[np.array([self.valid(self.params_of(point)) for point in draws.tolist()], dtype=bool)]
-        if not len(table):
+        points = draws.tolist()
+        first = TIE_DRAWS // 4
+        keep = [self.valid(self.params_of(point)) for point in points[:first]]
+        if not any(keep):  # so few points valid that the rest would not show a pair either
             return set()
+        keep += [self.valid(self.params_of(point)) for point in points[first:]]
+        table = draws[np.array(keep, dtype=bool)]
         tied = set()
         for a, b in itertools.combinations([k for k, n in enumerate(self.sizes) if n > 1], 2):
             counts = np.zeros((self.sizes[a], self.sizes[b]))

@@ -4,6 +4,7 @@ points one value up or down in both at once."""
 import pytest
 from optuna.distributions import CategoricalDistribution
 
+from autotune import samplers
 from autotune.errors import UsageError
 from autotune.samplers import GPSampler, knobs_apart
 from autotune.search import SearchOptions
@@ -83,3 +84,19 @@ def test_a_gpu_searchs_work_group_width_and_height_are_tied(filter_width):
     assert ("local_x", "local_y") in tied
     assert ("filter_space", "local_x") not in tied
     assert ("vector", "image_vector") in tied
+
+
+def test_a_space_whose_first_draws_hold_no_valid_point_is_given_up_early():
+    """The separable space on a GPU: none of 16,000 draws keeps its rules, so the tie
+    search stops after the first quarter of them instead of checking every one."""
+    space = {name: CategoricalDistribution(SIZES) for name in ("local_x", "local_y", "tile")}
+    checked = []
+
+    def valid(params: dict) -> bool:
+        checked.append(params)
+        return params["local_x"] * params["local_y"] * params["tile"] == 3  # never
+
+    sampler = GPSampler(space, valid=valid, options=SearchOptions(), seed=0)
+    sampler.prepare(space)
+    assert sampler._tied_pairs() == set()
+    assert len(checked) == samplers.TIE_DRAWS // 4

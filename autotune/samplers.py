@@ -59,9 +59,9 @@ START_DRAWS = 1_000
 
 # `tied_ratios`, `diagonal_moves`: random draws whose valid points show which knobs the rules
 # tie, and the count a pair of values must be expected at to be told missing. 16,000 draws
-# (0.1-0.5 s once a search, bench/tie_draws.py) see a GPU's work-group limit tie local_x to
+# (0.04-0.2 s once a search, bench/tie_draws.py) see a GPU's work-group limit tie local_x to
 # local_y in the conv2d space, where 4,000 did not; a pair expected 8 times goes unseen by
-# chance once in 3,000.
+# chance once in 3,000. A space none of whose first 4,000 draws is valid is given up.
 TIE_DRAWS = 16_000
 TIE_EXPECTED = 8.0
 CHOICE_POINTS = 8  # `choose_offsets`: the latest points that ran, on which the two models are compared

@@ -603,7 +603,19 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
-        return first or near
+        return self._unknown_switches(centre, first) or near
+
+    def _unknown_switches(self, centre: Point, moves: list[Point]) -> list[Point]:
+        """The switch moves whose value no point measured or in flight within `switch_scope`
+        knobs of `centre` has (all of them with `switch_scope = 0`). Flipping every switch at
+        every new best point spends an evaluation a switch each time the best point moves;
+        within a few knobs of a point where the flip was tried, its outcome is known."""
+        scope = self.options.switch_scope
+        if not scope or not moves:
+            return moves
+        known = np.array([*self.visited, *self.in_flight], dtype=int)
+        around = known[(known != np.array(centre, dtype=int)).sum(1) <= scope]
+        return [p for p in moves if not (around[:, _move(centre, p)[0]] == _move(centre, p)[1]).any()]
 
     def _basin_centres(self) -> list[Point]:
         """The best point, then up to `local_centres - 1` more: each the best measured

@@ -44,6 +44,10 @@ class SearchOptions:
     # A4000 to its 1.24x basin on 94000-94099 (BENCHMARKS.md, the same section).
     local_reach: float = 0.0
     switches_first: bool = True  # the local step tries the best point's switch moves first
+    # ... but only a move whose value no point measured or in flight within this many knobs
+    # of the best point has (0: every move, at every new best point). A flip's outcome is
+    # known near a point whose neighbour made it; far off, the other knobs may change it.
+    switch_scope: int = 0
     genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
     genetic_pool: int = 20  # parents come from this many best points
     # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a
@@ -171,8 +175,8 @@ class SearchOptions:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.start_spread < 0:
             raise UsageError("start_spread must be >= 0")
-        if self.sample_after < 0:
-            raise UsageError("sample_after must be >= 0")
+        if self.sample_after < 0 or self.switch_scope < 0:
+            raise UsageError("sample_after and switch_scope must be >= 0")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 

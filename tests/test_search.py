@@ -443,6 +443,17 @@ def test_gp_local_step_flips_switches_first():
     assert (5, 1, 0) in every and (4, 0, 0) in every
 
 
+def test_gp_switch_scope_skips_flips_known_near_the_best():
+    """With `switch_scope`, a switch move comes first only where no measured point that
+    close to the best point has its value: t=1 is known two knobs away (a index 4, t=1),
+    s=1 only three knobs away, so s is flipped first and t waits for the model."""
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2))
+    assert gp_of(search)._local_candidates() == [(5, 1, 0)]
+    wide = _switch_space_search(seed=6, options=SearchOptions(switch_scope=3))
+    near = gp_of(wide)._local_candidates()
+    assert (5, 1, 0) in near and (4, 0, 0) in near  # both known within 3: no flip first
+
+
 def test_gp_global_step_takes_the_lowest_predicted_time():
     """The global step ("mean") goes where the model expects the fastest point, next to
     the measured optimum; expected improvement ("ei") prefers an unexplored far corner."""
@@ -1093,7 +1104,14 @@ def test_gp_settings_are_one_options_object_read_from_text():
     assert options.pow2_share == 0.75
     assert options.describe() == "pow2_share=0.75,global_step=ei,switches_first=False,genetic_every=4"
     assert SearchOptions.parse(options.describe()) == options
-    for bad in ("nope=1", "genetic_every=x", "switches_first=maybe", "global_step=lcb", "genetic_every"):
+    for bad in (
+        "nope=1",
+        "genetic_every=x",
+        "switches_first=maybe",
+        "switch_scope=-1",
+        "global_step=lcb",
+        "genetic_every",
+    ):
         with pytest.raises(UsageError):
             SearchOptions.parse(bad)
 

@@ -27,7 +27,8 @@ fail, whose chance to run weights every step's choice. Settings measured and not
 the default: a trust region around the best point for the global step (`trust_region`)
 and log ratios of the knob pairs the rules tie as features (`tied_ratios`;
 bench/results/gp_study_2026-12-04.md); local steps that leave out neighbours predicted far
-slower (`local_reach`) or order them by predicted time (`local_step`). BENCHMARKS.md has the
+slower (`local_reach`) or order them by predicted time (`local_step`); switch moves first only
+where no point near the best point has their value (`switch_scope`). BENCHMARKS.md has the
 replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).

@@ -45,11 +45,15 @@ class SearchOptions:
     local_reach: float = 0.0
     switches_first: bool = True  # the local step tries the best point's switch moves first
     # ... but only a move whose value no point measured or in flight within this many knobs
-    # of the best point has (0: every move, at every new best point). Measured, not made the
-    # default: 3 lifts the worst quartile at 50 evaluations (1.482 -> 1.241) and leaves a quarter
-    # of convolution A4000's searches in its 1.24x basin at 100 (BENCHMARKS.md, "Switch moves
-    # first only where their value is not known near the best point").
-    switch_scope: int = 0
+    # of the best point has (0: every move, at every new best point), ...
+    switch_scope: int = 3
+    # ... counting, with "same", only points whose other switches match the best point's ("any":
+    # every point). With "any", scope 3 lifts the worst quartile at 50 evaluations and leaves a
+    # quarter of convolution A4000's searches in its 1.24x basin at 100 (a use_shmem flip seen
+    # under the other read_only says nothing there); with "same" it lifts the worst median and
+    # quartile at 50 and keeps the tail at 100 (BENCHMARKS.md, "Switch moves first only where
+    # their value is not known near the best point").
+    switch_context: str = "same"
     genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
     genetic_pool: int = 20  # parents come from this many best points
     # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a
@@ -177,6 +181,8 @@ class SearchOptions:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.start_spread < 0:
             raise UsageError("start_spread must be >= 0")
+        if self.switch_context not in ("any", "same"):
+            raise UsageError(f"switch_context must be any or same, not {self.switch_context!r}")
         if self.sample_after < 0 or self.switch_scope < 0:
             raise UsageError("sample_after and switch_scope must be >= 0")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:

@@ -427,8 +427,10 @@ def _switch_space_search(seed: int, options: SearchOptions | None = None) -> Sea
 
 def test_gp_local_step_flips_switches_first():
     """The local step tries the best point's two-valued knobs before anything else,
-    even where the model expects a flip to be slow; once flipped, other knobs move."""
-    search = _switch_space_search(seed=6)
+    even where the model expects a flip to be slow; once flipped, other knobs move
+    (`switch_scope=0`: every flip at every new best point)."""
+    every_flip = SearchOptions(switch_scope=0)
+    search = _switch_space_search(seed=6, options=every_flip)
     assert len(search.visited) % 2 == 1  # an odd count: the next step is local
     assert sorted(gp_of(search)._local_candidates()) == [(5, 0, 1), (5, 1, 0)]
     assert gp_of(search)._gp_proposal() in ((5, 0, 1), (5, 1, 0))
@@ -447,11 +449,25 @@ def test_gp_switch_scope_skips_flips_known_near_the_best():
     """With `switch_scope`, a switch move comes first only where no measured point that
     close to the best point has its value: t=1 is known two knobs away (a index 4, t=1),
     s=1 only three knobs away, so s is flipped first and t waits for the model."""
-    search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2))
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2, switch_context="any"))
     assert gp_of(search)._local_candidates() == [(5, 1, 0)]
-    wide = _switch_space_search(seed=6, options=SearchOptions(switch_scope=3))
+    wide = _switch_space_search(seed=6, options=SearchOptions(switch_scope=3, switch_context="any"))
     near = gp_of(wide)._local_candidates()
     assert (5, 1, 0) in near and (4, 0, 0) in near  # both known within 3: no flip first
+
+
+def test_gp_switch_known_only_under_the_best_points_other_switches():
+    """By default (`switch_scope=3`, `switch_context=same`) a flip counts as known only from
+    points whose other switches match the best point's: s=1 was measured only with t=1, so
+    it says nothing of s=1 with t=0 and s is flipped first; t=1 was measured with s=0, as at
+    the best point, so t waits for the model."""
+    assert SearchOptions().switch_scope == 3 and SearchOptions().switch_context == "same"
+    search = _switch_space_search(seed=6)
+    assert gp_of(search)._local_candidates() == [(5, 1, 0)]
+    search.add_history({"a": A[5], "s": 1, "t": 0}, 40.0)
+    search.add_history({"a": A[0], "s": 0, "t": 0}, 3.0)  # odd again: a local step
+    near = gp_of(search)._local_candidates()
+    assert (5, 0, 1) in near and (4, 0, 0) in near  # every flip known in its context
 
 
 def test_gp_global_step_takes_the_lowest_predicted_time():
@@ -519,8 +535,9 @@ def test_knobs_that_name_choices_can_be_categorical():
     }
     space = SearchSpace.from_dict({"knobs": knobs})
     assert gp_of(Search(space, "gp", seed=1)).powers_of_two[0] == [1, 2]
-    # value_offsets off: the layout checked below is the smooth kernel's features only
-    options = SearchOptions(enumerations="categorical", value_offsets=False)
+    # value_offsets off: the layout checked below is the smooth kernel's features only;
+    # switch_scope 0: every switch move comes first, none left out as known
+    options = SearchOptions(enumerations="categorical", value_offsets=False, switch_scope=0)
     search = Search(space, "gp", seed=1, options=options)
     gp = gp_of(search)
     assert gp.choices == {0} and gp.powers_of_two[0] is None and gp.powers_of_two[1] == [0, 1, 3]
@@ -1109,6 +1126,7 @@ def test_gp_settings_are_one_options_object_read_from_text():
         "genetic_every=x",
         "switches_first=maybe",
         "switch_scope=-1",
+        "switch_context=other",
         "global_step=lcb",
         "genetic_every",
     ):

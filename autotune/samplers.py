@@ -604,7 +604,22 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
+        if self.options.switch_pairs:
+            first += [p for p in self._switch_pairs(centre) if p not in near]
         return self._unknown_switches(centre, first) or near
+
+    def _switch_pairs(self, centre: Point) -> list[Point]:
+        """`centre` with two of its two-valued knobs flipped at once, where usable: the way
+        out of a basin whose single flips are all slow (on the A4000, use_shmem=0 alone is
+        22x with read_only=1; with read_only=0 too it is the optimum's side)."""
+        flags = [k for k, size in enumerate(self.sizes) if size == 2]
+        pairs = []
+        for first, second in itertools.combinations(flags, 2):
+            point = list(centre)
+            point[first], point[second] = 1 - centre[first], 1 - centre[second]
+            if self._usable(tuple(point)):
+                pairs.append(tuple(point))
+        return pairs
 
     def _unknown_switches(self, centre: Point, moves: list[Point]) -> list[Point]:
         """The switch moves whose value no point measured or in flight within `switch_scope`
@@ -623,10 +638,16 @@ class GPSampler(optuna.samplers.BaseSampler):
         switches = [k for k, size in enumerate(self.sizes) if size == 2 or k in self.choices]
         unknown = []
         for point in moves:
-            knob, value = _move(centre, point)
-            seen = near & (known[:, knob] == value)
+            if self.options.switch_pairs:  # every knob the move changes (two for a pair)
+                changes = [(k, v) for k, (c, v) in enumerate(zip(centre, point, strict=True)) if c != v]
+            else:
+                changes = [_move(centre, point)]
+            seen = near.copy()
+            for knob, value in changes:
+                seen &= known[:, knob] == value
             if self.options.switch_context == "same":
-                seen &= ~differ[:, [k for k in switches if k != knob]].any(1)
+                moved = {knob for knob, _ in changes}
+                seen &= ~differ[:, [k for k in switches if k not in moved]].any(1)
             if not seen.any():
                 unknown.append(point)
         return unknown

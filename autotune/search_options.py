@@ -54,6 +54,9 @@ class SearchOptions:
     # quartile at 50 and keeps the tail at 100 (BENCHMARKS.md, "Switch moves first only where
     # their value is not known near the best point").
     switch_context: str = "same"
+    # Also two two-valued knobs flipped at once among the switch moves (measured, not the default:
+    # BENCHMARKS.md, "Two switches flipped at once").
+    switch_pairs: bool = False
     genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
     genetic_pool: int = 20  # parents come from this many best points
     # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a

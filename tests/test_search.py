@@ -470,6 +470,18 @@ def test_gp_switch_known_only_under_the_best_points_other_switches():
     assert (5, 0, 1) in near and (4, 0, 0) in near  # every flip known in its context
 
 
+def test_gp_switch_pairs_flip_two_switches_at_once():
+    """With `switch_pairs`, both switches flipped at once is a switch move too, known only
+    where a near point has both values: s=1 with t=1 was measured three knobs away (a index
+    0, 2, 8), so the pair is unknown within 2 knobs and known within 3."""
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_pairs=True, switch_scope=2))
+    assert sorted(gp_of(search)._local_candidates()) == [(5, 1, 0), (5, 1, 1)]
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_pairs=True))
+    assert gp_of(search)._local_candidates() == [(5, 1, 0)]  # s alone: only seen with t=1
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2))
+    assert gp_of(search)._local_candidates() == [(5, 1, 0)]  # no pairs by default
+
+
 def test_gp_global_step_takes_the_lowest_predicted_time():
     """The global step ("mean") goes where the model expects the fastest point, next to
     the measured optimum; expected improvement ("ei") prefers an unexplored far corner."""

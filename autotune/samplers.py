@@ -29,7 +29,8 @@ choice. Settings measured and not made the default: a trust region around the be
 for the global step (`trust_region`) and log ratios of the knob pairs the rules tie as
 features (`tied_ratios`; bench/results/gp_study_2026-12-04.md); local steps that leave out
 neighbours predicted far slower (`local_reach`) or order them by predicted time
-(`local_step`). BENCHMARKS.md has the replays behind each setting.
+(`local_step`); two switches flipped at once among the switch moves (`switch_pairs`).
+BENCHMARKS.md has the replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """

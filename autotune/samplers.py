@@ -16,21 +16,22 @@ then fits a Gaussian process to the `model_points` fastest points measured
 (autotune/surrogate.py) and alternates two steps. The local step takes the best point's
 one-knob neighbour (or diagonal neighbour: one value up or down in both knobs of a pair
 the rules tie, `diagonal_moves`) of highest expected improvement, trying its switch moves
-(two-valued knobs flipped, others moved to a power of two) before anything else, where no
-point within `switch_scope` knobs with its other switches as the best point's
-(`switch_context`) has the move's value. The global step takes the point of the whole
-space with the lowest predicted time, or, once `stall_after` evaluations have gone by
-without a `stall_gain` gain, the point of highest expected improvement (a stalled search
-explores until it gains again). Genetic steps (a child of two of the best points, moving
-several knobs at once) can replace some of them (`genetic_every`). Failed points are told
-to the model as the worst time seen, or, with `failures=model`, kept out of the time model
-and given to a second model of where points fail, whose chance to run weights every step's
-choice. Settings measured and not made the default: a trust region around the best point
-for the global step (`trust_region`) and log ratios of the knob pairs the rules tie as
-features (`tied_ratios`; bench/results/gp_study_2026-12-04.md); local steps that leave out
-neighbours predicted far slower (`local_reach`) or order them by predicted time
-(`local_step`); two switches flipped at once among the switch moves (`switch_pairs`).
-BENCHMARKS.md has the replays behind each setting.
+(two-valued knobs flipped, two of them at once, others moved to a power of two:
+`switch_pairs`) before anything else, where no point within `switch_scope` knobs with its
+other switches as the best point's (`switch_context`) has the move's value(s). The global
+step takes the point of the whole space with the lowest predicted time, or, once
+`stall_after` evaluations have gone by without a `stall_gain` gain, the point of highest
+expected improvement (a stalled search explores until it gains again). Genetic steps (a
+child of two of the best points, moving several knobs at once) can replace some of them
+(`genetic_every`). Failed points are told to the model as the worst time seen, or, with
+`failures=model`, kept out of the time model and given to a second model of where points
+fail, whose chance to run weights every step's choice. Settings measured and not made the
+default: a trust region around the best point for the global step (`trust_region`) and log
+ratios of the knob pairs the rules tie as features (`tied_ratios`;
+bench/results/gp_study_2026-12-04.md); local steps that leave out neighbours predicted far
+slower (`local_reach`) or order them by predicted time (`local_step`); pairs of switches
+flipped only once every single flip is known (`switch_pairs=after`). BENCHMARKS.md has the
+replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """
@@ -605,9 +606,13 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
-        if self.options.switch_pairs:
+        pairs = self.options.switch_pairs
+        if pairs == "on":
             first += [p for p in self._switch_pairs(centre) if p not in near]
-        return self._unknown_switches(centre, first) or near
+        unknown = self._unknown_switches(centre, first)
+        if not unknown and pairs == "after":  # pairs once every single flip is known
+            unknown = self._unknown_switches(centre, [p for p in self._switch_pairs(centre) if p not in near])
+        return unknown or near
 
     def _switch_pairs(self, centre: Point) -> list[Point]:
         """`centre` with two of its two-valued knobs flipped at once, where usable: the way
@@ -639,7 +644,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         switches = [k for k, size in enumerate(self.sizes) if size == 2 or k in self.choices]
         unknown = []
         for point in moves:
-            if self.options.switch_pairs:  # every knob the move changes (two for a pair)
+            if self.options.switch_pairs != "off":  # every knob the move changes (two for a pair)
                 changes = [(k, v) for k, (c, v) in enumerate(zip(centre, point, strict=True)) if c != v]
             else:
                 changes = [_move(centre, point)]

@@ -54,9 +54,12 @@ class SearchOptions:
     # quartile at 50 and keeps the tail at 100 (BENCHMARKS.md, "Switch moves first only where
     # their value is not known near the best point").
     switch_context: str = "same"
-    # Also two two-valued knobs flipped at once among the switch moves (measured, not the default:
-    # BENCHMARKS.md, "Two switches flipped at once").
-    switch_pairs: bool = False
+    # Two two-valued knobs flipped at once are switch moves too ("on"): a basin whose single
+    # flips are all slow is left through both at once (convolution A4000: use_shmem=0 alone is
+    # 22x with read_only=1, both flipped reach the optimum's side). "after": pairs only once no
+    # single flip of the best point is unknown; "off": single flips alone (BENCHMARKS.md, "Two
+    # switches flipped at once").
+    switch_pairs: str = "on"
     genetic_every: int = 0  # every Nth step after the start is a genetic one (0: never; BENCHMARKS.md)
     genetic_pool: int = 20  # parents come from this many best points
     # Knobs whose values are exactly 0, 1, ..., k-1 (k >= 3) name choices (a method, a
@@ -184,6 +187,8 @@ class SearchOptions:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.start_spread < 0:
             raise UsageError("start_spread must be >= 0")
+        if self.switch_pairs not in ("off", "on", "after"):
+            raise UsageError(f"switch_pairs must be off, on or after, not {self.switch_pairs!r}")
         if self.switch_context not in ("any", "same"):
             raise UsageError(f"switch_context must be any or same, not {self.switch_context!r}")
         if self.sample_after < 0 or self.switch_scope < 0:

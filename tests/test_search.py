@@ -428,8 +428,8 @@ def _switch_space_search(seed: int, options: SearchOptions | None = None) -> Sea
 def test_gp_local_step_flips_switches_first():
     """The local step tries the best point's two-valued knobs before anything else,
     even where the model expects a flip to be slow; once flipped, other knobs move
-    (`switch_scope=0`: every flip at every new best point)."""
-    every_flip = SearchOptions(switch_scope=0)
+    (`switch_scope=0`: every flip at every new best point; single flips alone)."""
+    every_flip = SearchOptions(switch_scope=0, switch_pairs="off")
     search = _switch_space_search(seed=6, options=every_flip)
     assert len(search.visited) % 2 == 1  # an odd count: the next step is local
     assert sorted(gp_of(search)._local_candidates()) == [(5, 0, 1), (5, 1, 0)]
@@ -448,10 +448,12 @@ def test_gp_local_step_flips_switches_first():
 def test_gp_switch_scope_skips_flips_known_near_the_best():
     """With `switch_scope`, a switch move comes first only where no measured point that
     close to the best point has its value: t=1 is known two knobs away (a index 4, t=1),
-    s=1 only three knobs away, so s is flipped first and t waits for the model."""
-    search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2, switch_context="any"))
+    s=1 only three knobs away, so s is flipped first and t waits for the model (single flips:
+    `switch_pairs=off`)."""
+    single = {"switch_pairs": "off", "switch_context": "any"}
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2, **single))
     assert gp_of(search)._local_candidates() == [(5, 1, 0)]
-    wide = _switch_space_search(seed=6, options=SearchOptions(switch_scope=3, switch_context="any"))
+    wide = _switch_space_search(seed=6, options=SearchOptions(switch_scope=3, **single))
     near = gp_of(wide)._local_candidates()
     assert (5, 1, 0) in near and (4, 0, 0) in near  # both known within 3: no flip first
 
@@ -471,15 +473,22 @@ def test_gp_switch_known_only_under_the_best_points_other_switches():
 
 
 def test_gp_switch_pairs_flip_two_switches_at_once():
-    """With `switch_pairs`, both switches flipped at once is a switch move too, known only
+    """With `switch_pairs=on`, both switches flipped at once is a switch move too, known only
     where a near point has both values: s=1 with t=1 was measured three knobs away (a index
-    0, 2, 8), so the pair is unknown within 2 knobs and known within 3."""
-    search = _switch_space_search(seed=6, options=SearchOptions(switch_pairs=True, switch_scope=2))
-    assert sorted(gp_of(search)._local_candidates()) == [(5, 1, 0), (5, 1, 1)]
-    search = _switch_space_search(seed=6, options=SearchOptions(switch_pairs=True))
-    assert gp_of(search)._local_candidates() == [(5, 1, 0)]  # s alone: only seen with t=1
+    0, 2, 8), so the pair is unknown within 2 knobs and known within 3. With `after`, the
+    pair waits until no single flip is unknown. Pairs are on by default."""
+    assert SearchOptions().switch_pairs == "on"
     search = _switch_space_search(seed=6, options=SearchOptions(switch_scope=2))
-    assert gp_of(search)._local_candidates() == [(5, 1, 0)]  # no pairs by default
+    assert sorted(gp_of(search)._local_candidates()) == [(5, 1, 0), (5, 1, 1)]
+    search = _switch_space_search(seed=6)
+    assert gp_of(search)._local_candidates() == [(5, 1, 0)]  # s alone: only seen with t=1
+    search = _switch_space_search(seed=6, options=SearchOptions(switch_pairs="off", switch_scope=2))
+    assert gp_of(search)._local_candidates() == [(5, 1, 0)]  # no pairs
+    after = _switch_space_search(seed=6, options=SearchOptions(switch_pairs="after", switch_scope=2))
+    assert gp_of(after)._local_candidates() == [(5, 1, 0)]  # a single flip is still unknown
+    after.add_history({"a": A[5], "s": 1, "t": 0}, 40.0)
+    after.add_history({"a": A[0], "s": 0, "t": 0}, 3.0)  # odd again: a local step
+    assert gp_of(after)._local_candidates() == [(5, 1, 1)]  # every single flip known: the pair
 
 
 def test_gp_global_step_takes_the_lowest_predicted_time():
@@ -1139,6 +1148,7 @@ def test_gp_settings_are_one_options_object_read_from_text():
         "switches_first=maybe",
         "switch_scope=-1",
         "switch_context=other",
+        "switch_pairs=both",
         "global_step=lcb",
         "genetic_every",
     ):

@@ -606,13 +606,11 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
-        pairs = self.options.switch_pairs
-        if pairs == "on":
-            first += [p for p in self._switch_pairs(centre) if p not in near]
-        unknown = self._unknown_switches(centre, first)
-        if not unknown and pairs == "after":  # pairs once every single flip is known
-            unknown = self._unknown_switches(centre, [p for p in self._switch_pairs(centre) if p not in near])
-        return unknown or near
+        mode = self.options.switch_pairs
+        pairs = [p for p in self._switch_pairs(centre) if p not in near] if mode != "off" else []
+        if mode == "on":
+            return self._unknown_switches(centre, first + pairs) or near
+        return self._unknown_switches(centre, first) or self._unknown_switches(centre, pairs) or near
 
     def _switch_pairs(self, centre: Point) -> list[Point]:
         """`centre` with two of its two-valued knobs flipped at once, where usable: the way

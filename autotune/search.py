@@ -112,14 +112,16 @@ def make_sampler(name: str, seed: int, space: SearchSpace) -> optuna.samplers.Ba
 REPAIR_BEAM = 200
 
 
-def next_bases(changed: list, rng: random.Random, violations: Callable[[Any], int] | None) -> list:
+def next_bases(changed: list, rng: random.Random, counts: list[int] | None) -> list:
     """Where a repair looks next, one knob further: `REPAIR_BEAM` of the points it just
-    tried, those breaking the fewest rules, where that is known (ties in `changed`'s
-    shuffled order), so a point several knobs from every valid one (a CPU layout proposed
-    on a GPU) is still repaired; else 20 at random (replays, whose spaces have no rules)."""
-    if violations is None:
+    tried, those breaking the fewest rules (`counts`, each point's), where that is known
+    (ties in `changed`'s shuffled order), so a point several knobs from every valid one (a
+    CPU layout proposed on a GPU) is still repaired; else 20 at random (replays, whose
+    spaces have no rules)."""
+    if counts is None:
         return rng.sample(changed, min(len(changed), 20))
-    return sorted(changed, key=violations)[:REPAIR_BEAM]
+    fewest = sorted(range(len(changed)), key=counts.__getitem__)[:REPAIR_BEAM]
+    return [changed[i] for i in fewest]
 
 
 def nearest_by_draws(
@@ -167,14 +169,26 @@ def repair_point(
     """The usable point nearest `point`: one knob changed, then two, ... (`next_bases`);
     else the nearest among random draws; else the nearest free neighbour of a `known`
     valid point. What `Search` and the shared search both do with a point they cannot use."""
-    current = [point]
+    current, tried = [point], {point}
     for _ in range(len(sizes)):
         changed = [neighbour for base in current for neighbour in one_knob_neighbours(base, sizes)]
+        if violations is not None:  # each point checked once: the rules cost ~20 us a point
+            changed = [c for c in dict.fromkeys(changed) if c not in tried]
+            tried.update(changed)
         rng.shuffle(changed)
-        for candidate in changed:
-            if usable(candidate):
-                return candidate
-        current = next_bases(changed, rng, violations)
+        if violations is None:
+            found = next((c for c in changed if usable(c)), None)
+            counts = None
+        else:
+            found, counts = None, []
+            for candidate in changed:
+                counts.append(violations(candidate))
+                if counts[-1] == 0 and usable(candidate):
+                    found = candidate
+                    break
+        if found is not None:
+            return found
+        current = next_bases(changed, rng, counts)
     drawn = nearest_by_draws(point, sizes, usable, rng)
     return drawn if drawn is not None else nearest_next_to_known(point, known(), sizes, usable)
 

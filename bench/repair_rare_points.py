@@ -1,6 +1,7 @@
 """How rare valid points of the separable space are on a GPU with the H200's limits, and
 how often a repair from a CPU-only point finds none without the fallback to the
-neighbours of known points (`repair_point`'s last step), and with one known point.
+neighbours of known points (`repair_point`'s last step), and with one known point; and what
+a repair costs (CPU seconds, median and largest) and how many knobs its point is from the start.
 
     python bench/repair_rare_points.py [--seeds 40]
 
@@ -14,14 +15,16 @@ import argparse
 import dataclasses
 import itertools
 import random
+import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.devices import device_info  # noqa: E402
 from autotune.families.separable import SEPARABLE, SeparableProblem  # noqa: E402
-from autotune.search import Search, repair_point  # noqa: E402
+from autotune.search import Search, knobs_apart, repair_point  # noqa: E402
 
 H200_LIMITS = {
     "type": "GPU",
@@ -58,13 +61,18 @@ def main() -> None:
         draws = random.Random(0)
         hits = sum(valid({k: draws.choice(v.values) for k, v in space.knobs.items()}) for _ in range(20000))
         missed = with_known_missed = 0
+        seconds, apart = [], []
         for seed in range(args.seeds):
             search = Search(space, "gp", seed, valid=valid, violations=violations)
             point = search._point(search.encode(space.complete(far)))
             # Nothing known: the repair's steps and draws alone (what it was before the fallback).
+            started = time.process_time()
             alone = repair_point(
                 point, search.sizes, search._usable, search.random, search._point_violations, lambda: []
             )
+            seconds.append(time.process_time() - started)
+            if alone is not None:
+                apart.append(knobs_apart(alone, point))
             if alone is None:
                 missed += 1
                 again = Search(space, "gp", seed, valid=valid, violations=violations)
@@ -73,7 +81,9 @@ def main() -> None:
         print(
             f"F = {width}, rank {rank}, from {name}: valid {hits} of 20000 random points; steps and draws "
             f"found nothing in {missed} of {args.seeds} repairs; with one known valid point, "
-            f"{with_known_missed}",
+            f"{with_known_missed}; {statistics.median(seconds):.2f} / {max(seconds):.2f} s a repair; "
+            f"{statistics.median(apart) if apart else '-'} knobs from the start (median), "
+            f"{max(apart, default='-')} at most",
             flush=True,
         )
 

@@ -353,7 +353,10 @@ class GPSampler(optuna.samplers.BaseSampler):
                     p for p in itertools.product(*(range(n) for n in self.sizes)) if self._usable(p)
                 ]
             return [p for p in self._valid_points if p not in self.visited and p not in self.in_flight]
-        found = {tuple(self.random.randrange(n) for n in self.sizes) for _ in range(CANDIDATE_SAMPLE)}
+        draws = np.random.default_rng(self.random.getrandbits(64)).integers(  # one draw, not 300,000
+            0, self.sizes, size=(CANDIDATE_SAMPLE, len(self.sizes))
+        )
+        found = set(map(tuple, draws.tolist()))
         ranked = sorted((v, p) for p, v in self.visited.items() if v is not None)
         for _, centre in ranked[:5]:
             found.update(one_knob_neighbours(centre, self.sizes))

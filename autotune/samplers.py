@@ -610,13 +610,16 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
         mode = self.options.switch_pairs
-        pairs = [p for p in self._switch_pairs(centre) if p not in near] if mode != "off" else []
         if mode == "on":
-            return self._unknown_switches(centre, first + pairs) or near
-        return self._unknown_switches(centre, first) or self._unknown_switches(centre, pairs) or near
+            return self._unknown_switches(centre, first + self._switch_pairs(centre, near)) or near
+        unknown = self._unknown_switches(centre, first)
+        if not unknown and mode == "after":  # pairs listed only once every single flip is known
+            unknown = self._unknown_switches(centre, self._switch_pairs(centre, near))
+        return unknown or near
 
-    def _switch_pairs(self, centre: Point) -> list[Point]:
-        """`centre` with two of its two-valued knobs flipped at once, where usable: the way
+    def _switch_pairs(self, centre: Point, near: list[Point]) -> list[Point]:
+        """`centre` with two of its two-valued knobs flipped at once, where usable and not in
+        `near` (a diagonal move can flip two switches too): the way
         out of a basin whose single flips are all slow (on the A4000, use_shmem=0 alone is
         22x with read_only=1; with read_only=0 too it is the optimum's side)."""
         flags = [k for k, size in enumerate(self.sizes) if size == 2]
@@ -624,7 +627,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         for first, second in itertools.combinations(flags, 2):
             point = list(centre)
             point[first], point[second] = 1 - centre[first], 1 - centre[second]
-            if self._usable(tuple(point)):
+            if tuple(point) not in near and self._usable(tuple(point)):
                 pairs.append(tuple(point))
         return pairs
 

@@ -229,6 +229,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         self._feature_table: list[np.ndarray] | None = None
         self._ratio_tables: list[tuple[int, int, np.ndarray]] = []
         self._tied: set[tuple[int, int]] | None = None  # `_tied_pairs`, found once a space
+        self._warm: dict[tuple[str, int], surrogate.WarmStart] = {}  # `_warm_start`
 
     def observe(self, study: optuna.Study, current: int | None = None) -> None:
         """Measured points (in the order they finished), points in flight, the best."""
@@ -445,6 +446,7 @@ class GPSampler(optuna.samplers.BaseSampler):
             offset_columns=offsets,
             beyond=beyond,
             rng=np.random.default_rng(self.random.getrandbits(32)) if acquisition == "sample" else None,
+            warm=self._warm_start("step", offsets, len(measured)),
         )
         return next((candidates[i] for i in order if self.valid(self.params_of(candidates[i]))), None)
 
@@ -472,12 +474,22 @@ class GPSampler(optuna.samplers.BaseSampler):
                 failures=self.options.failures,
                 failure_quantile=self.options.failure_quantile,
                 offset_columns=offsets,
+                warm=self._warm_start("choice", offsets, len(earlier)),
             )
             predicted = np.empty(len(recent))
             predicted[ranked] = np.arange(len(recent))
             predicted_order = np.sign(predicted[:, None] - predicted[None, :])
             scores.append(int((predicted_order == np.sign(times[:, None] - times[None, :])).sum()))
         return scores[1] > scores[0]
+
+    def _warm_start(self, role: str, offsets: int, points: int) -> surrogate.WarmStart | None:
+        """Where the fit of one of the step's models starts (`warm_fits`): its previous fit,
+        once its set of `points` is full. Per role ("step", "choice") and with or without
+        value offsets, as each is a model of its own."""
+        warm = self.options.warm_fits
+        if warm == "off" or (warm == "choice" and role != "choice") or points < self.options.model_points:
+            return None
+        return self._warm.setdefault((role, offsets), surrogate.WarmStart())
 
     def _targets(self, measured: list[Point]) -> list[float | None]:
         """The times the model sees (`envelope`)."""

@@ -26,6 +26,16 @@ class SearchOptions:
     # The surrogate sees at most this many points, the fastest first. 100 keeps a proposal
     # under 0.07 s (median) at 1000 measured points, where 300 took 0.3-0.4 s (BENCHMARKS.md).
     model_points: int = 100
+    # Once the surrogate's set is full (`model_points`), a model's fit starts from its
+    # previous one and sweeps once (`surrogate.WarmStart`): "choice", the two models that
+    # choose whether the step uses value offsets (`choose_offsets`); "all", the step's own
+    # model too; "off": every fit from the defaults. The three fits of a proposal are most of
+    # its cost at 1000 measured points: "choice" cut the median proposal there by about 15%,
+    # "all" by 30%. On fresh seeds 118000-118019 at 150 and 200 evaluations "choice" was level
+    # with "off" (4 searches better, 6 worse of 220 at 200) and "all" a little behind (6 and
+    # 11; BENCHMARKS.md, "Warm fits"). Searches of 100 evaluations or fewer never fill the
+    # set, so they are the same whatever this says.
+    warm_fits: str = "choice"
     # "mean" (lowest predicted time), "ei" (expected improvement) or "sample" (lowest time
     # in one random draw of the model: Thompson sampling, `surrogate.ranking`).
     global_step: str = "mean"
@@ -187,6 +197,8 @@ class SearchOptions:
             raise UsageError("trust_region must be >= 0, trust_failures >= 1")
         if self.start_spread < 0:
             raise UsageError("start_spread must be >= 0")
+        if self.warm_fits not in ("off", "choice", "all"):
+            raise UsageError(f"warm_fits must be off, choice or all, not {self.warm_fits!r}")
         if self.switch_pairs not in ("off", "on", "after"):
             raise UsageError(f"switch_pairs must be off, on or after, not {self.switch_pairs!r}")
         if self.switch_context not in ("any", "same"):

@@ -14,12 +14,14 @@ over a small grid, which needs nothing beyond NumPy.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 LENGTH_SCALES = (0.08, 0.15, 0.3, 0.6, 1.2, 5.0)
 NOISES = (1e-4, 1e-2, 0.1)
 FIT_SWEEPS = 2
+WARM_SWEEPS = 1  # a fit that starts from the same model's previous one (`WarmStart`)
 OFFSET_WEIGHTS = (0.0, 0.1, 0.3, 1.0)  # `GaussianProcess.offset_weight`, when it has offset columns
 SAMPLED = 200  # `ranking`'s "sample": the candidates one draw of the model covers
 LIKELY = 0.5  # with a model of failures, candidates less likely to run than this go last
@@ -63,6 +65,19 @@ def _shared_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a_hot @ b_hot.T) / a.shape[1]
 
 
+@dataclass
+class WarmStart:
+    """One model's latest fitted hyperparameters, from which its next fit starts: WARM_SWEEPS
+    sweeps from there instead of FIT_SWEEPS from the defaults. Meant for a model whose
+    training set is full (`SearchOptions.model_points`, `warm_fits`): from one proposal to
+    the next that set changes by a point or two and the fit moves little, and the three
+    fits of a proposal are most of its cost in long searches."""
+
+    length_scales: np.ndarray | None = None
+    noise: float = 1e-2
+    offset_weight: float = 0.0
+
+
 class GaussianProcess:
     """Zero-mean GP on standardised targets; Matérn 5/2 with one length scale per knob.
 
@@ -73,10 +88,17 @@ class GaussianProcess:
     values beside it without bending the smooth part along that knob."""
 
     def __init__(
-        self, x: np.ndarray, y: np.ndarray, like: GaussianProcess | None = None, offset_columns: int = 0
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        like: GaussianProcess | None = None,
+        offset_columns: int = 0,
+        warm: WarmStart | None = None,
     ) -> None:
-        """Fits the hyperparameters, or takes them (and the scaling) from `like`."""
+        """Fits the hyperparameters (from `warm`'s, which then holds the new ones, where
+        it has any of this shape), or takes them (and the scaling) from `like`."""
         self.x = x
+        sweeps = FIT_SWEEPS
         if like is None:
             self.mean = float(y.mean())
             self.scale = float(y.std()) or 1.0
@@ -84,6 +106,10 @@ class GaussianProcess:
             self.length_scales = np.full(x.shape[1] - offset_columns, 0.3)
             self.noise = 1e-2
             self.offset_weight = 0.0
+            earlier = None if warm is None else warm.length_scales
+            if warm is not None and earlier is not None and earlier.shape == self.length_scales.shape:
+                self.length_scales = earlier.copy()
+                self.noise, self.offset_weight, sweeps = warm.noise, warm.offset_weight, WARM_SWEEPS
         else:
             self.mean, self.scale = like.mean, like.scale
             self.length_scales, self.noise = like.length_scales, like.noise
@@ -92,7 +118,10 @@ class GaussianProcess:
         m = self.offset_columns  # the training points' shared values: fixed while fitting
         self._shared = _shared_values(x[:, -m:], x[:, -m:]) if m else None
         if like is None:
-            self._fit()
+            self._fit(sweeps)
+            if warm is not None:
+                warm.length_scales = self.length_scales.copy()
+                warm.noise, warm.offset_weight = self.noise, self.offset_weight
         self._factor()
 
     def _kernel(self, a: np.ndarray, b: np.ndarray, length_scales: np.ndarray, weight: float) -> np.ndarray:
@@ -147,8 +176,8 @@ class GaussianProcess:
         self._shared_lower = None if self._shared is None else self._shared[rows, columns]
         self._differences = ((smooth[rows] - smooth[columns]) ** 2).T
 
-    def _fit(self) -> None:
-        """Coordinate sweeps over the grids (noise, offset weight, each length scale), the
+    def _fit(self, sweeps: int) -> None:
+        """`sweeps` coordinate sweeps over the grids (noise, offset weight, each length scale), the
         values of one coordinate scored in one batch; a value is taken where it beats the
         best so far (the first of equals)."""
         self._prepare_fit()
@@ -166,7 +195,7 @@ class GaussianProcess:
                 return i
             return None
 
-        for _ in range(FIT_SWEEPS):
+        for _ in range(sweeps):
             noises = np.array(NOISES)
             i = choose(
                 np.tile(self.length_scales, (len(noises), 1)),
@@ -313,6 +342,7 @@ def ranking(
     offset_columns: int = 0,
     beyond: float | None = None,
     rng: np.random.Generator | None = None,
+    warm: WarmStart | None = None,
 ) -> np.ndarray:
     """Indices into `candidates`, best first: by the highest expected improvement ("ei"),
     the lowest predicted time ("mean"), or the lowest time in one draw of the model
@@ -329,6 +359,7 @@ def ranking(
     that weights the choice, candidates below `LIKELY` ranked after all others. The last
     `offset_columns` columns of the points are value indices (`GaussianProcess`).
     Candidates whose predicted log time is above `beyond` are left out of the order.
+    The time model's fit starts from `warm` (`WarmStart`) where given.
     """
     logs = [math.log(v) for v in values if v is not None]
     success: SuccessModel | KernelSuccess | None = None
@@ -345,7 +376,7 @@ def ranking(
         else:
             fill = max(logs) if logs else 0.0
         y = np.array([math.log(v) if v is not None else fill for v in values])
-    model = GaussianProcess(measured, y, offset_columns=offset_columns)
+    model = GaussianProcess(measured, y, offset_columns=offset_columns, warm=warm)
     best = float(model.y.min())
     if pending is not None and len(pending):
         believed, _ = model.predict(pending)

@@ -349,9 +349,11 @@ class GPSampler(optuna.samplers.BaseSampler):
         (in a real search a check evaluates the space's rules; the proposal checks them
         in the model's order until one holds)."""
         if math.prod(self.sizes) <= ENUMERATE_LIMIT:
-            if self._valid_points is None:
+            if self._valid_points is None:  # every valid point: one in flight now may be given up
                 self._valid_points = [
-                    p for p in itertools.product(*(range(n) for n in self.sizes)) if self._usable(p)
+                    p
+                    for p in itertools.product(*(range(n) for n in self.sizes))
+                    if self.valid(self.params_of(p))
                 ]
             return [p for p in self._valid_points if p not in self.visited and p not in self.in_flight]
         draws = np.random.default_rng(self.random.getrandbits(64)).integers(  # one draw, not 300,000

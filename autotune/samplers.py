@@ -611,8 +611,9 @@ class GPSampler(optuna.samplers.BaseSampler):
         diagonal = self.options.diagonal_moves
         if diagonal == "always" or (diagonal == "stalled" and (not near or self._stalled())):
             near = near + self._diagonal_neighbours(centre)
+        ties = self._tie_neighbours(centre, near)
         if not self.options.switches_first:
-            return near
+            return near + ties
         switch_moves = set()
         for i, (size, powers) in enumerate(zip(self.sizes, self.powers_of_two, strict=True)):
             if size == 2:
@@ -625,11 +626,29 @@ class GPSampler(optuna.samplers.BaseSampler):
         first = [p for p in near if _move(centre, p) in switch_moves]
         mode = self.options.switch_pairs
         if mode == "on":
-            return self._unknown_switches(centre, first + self._switch_pairs(centre, near)) or near
+            return self._unknown_switches(centre, first + self._switch_pairs(centre, near)) or near + ties
         unknown = self._unknown_switches(centre, first)
         if not unknown and mode == "after":  # pairs listed only once every single flip is known
             unknown = self._unknown_switches(centre, self._switch_pairs(centre, near))
-        return unknown or near
+        return unknown or near + ties
+
+    def _tie_neighbours(self, centre: Point, near: list[Point]) -> list[Point]:
+        """Usable one-knob and diagonal neighbours of the measured points other than `centre`
+        within `local_ties` of the best time, not in `near`."""
+        if not self.options.local_ties or self.best is None:
+            return []
+        if self.options.ties_when == "stalled" and near and not self._stalled():
+            return []
+        limit = self.best[0] * (1.0 + self.options.local_ties)
+        tied = [p for p, v in self.visited.items() if v is not None and v <= limit and p != centre]
+        found: dict[Point, None] = {}
+        diagonal = self.options.diagonal_moves != "off"
+        for point in tied:
+            ring = [p for p in one_knob_neighbours(point, self.sizes) if self._usable(p)]
+            for neighbour in ring + (self._diagonal_neighbours(point) if diagonal else []):
+                found.setdefault(neighbour)
+        seen = set(near)
+        return [p for p in found if p not in seen]
 
     def _switch_pairs(self, centre: Point, near: list[Point]) -> list[Point]:
         """`centre` with two of its two-valued knobs flipped at once, where usable and not in
@@ -718,8 +737,9 @@ class GPSampler(optuna.samplers.BaseSampler):
 
     def _diagonal_neighbours(self, centre: Point) -> list[Point]:
         """Usable points one value up or down in both knobs of a tied pair (`diagonal_moves`)."""
-        found = []
-        for a, b in sorted(self._tied_pairs()):
+        found: list[Point] = []
+        tied = sorted(self._tied_pairs())
+        for a, b in tied:
             for step_a, step_b in ((-1, -1), (-1, 1), (1, -1), (1, 1)):
                 value_a, value_b = centre[a] + step_a, centre[b] + step_b
                 if 0 <= value_a < self.sizes[a] and 0 <= value_b < self.sizes[b]:
@@ -727,7 +747,26 @@ class GPSampler(optuna.samplers.BaseSampler):
                     point[a], point[b] = value_a, value_b
                     if self._usable(tuple(point)):
                         found.append(tuple(point))
-        return found
+                    elif self.options.diagonal_repair != "off" and self._unclaimed(tuple(point)):
+                        found += self._repaired_moves(tuple(point), (a, b), tied)
+        return list(dict.fromkeys(found))
+
+    def _repaired_moves(
+        self, point: Point, moved: tuple[int, int], tied: list[tuple[int, int]]
+    ) -> list[Point]:
+        """An invalid diagonal move with one more knob tied to either moved knob moved one
+        value up or down (`diagonal_repair`): the rule that broke it ties that knob in."""
+        thirds = sorted({y if x in moved else x for x, y in tied if (x in moved) != (y in moved)})
+        repaired = []
+        for knob in thirds:
+            if self.options.diagonal_repair == "switches" and self.sizes[knob] != 2:
+                continue
+            for value in {point[knob] - 1, point[knob] + 1} if self.sizes[knob] > 2 else {1 - point[knob]}:
+                if 0 <= value < self.sizes[knob]:
+                    candidate = point[:knob] + (value,) + point[knob + 1 :]
+                    if self._usable(candidate):
+                        repaired.append(candidate)
+        return repaired
 
     def _features(self, points: list[Point]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,

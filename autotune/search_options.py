@@ -114,6 +114,15 @@ class SearchOptions:
     # point's neighbours only: with `local_centres` too, a spent best point also ends the
     # other basins' local turns, and it skips `local_radius`'s wider step.
     local_patience: int = 0
+    # The local step also takes the one-knob and diagonal neighbours of every measured point
+    # within this fraction of the best time (0: the best point's only). Two points 0.1% apart
+    # are one point to a timer, and the way out of a trap may start at the other: on GEMM
+    # RTX 3060 the trap at 1.078 (MDIMC = 32) has no better point one or two knobs away, while
+    # its neighbour at 1.079 (MDIMC = 16) has a diagonal move (NDIMB down, VWN up) to 1.057.
+    local_ties: float = 0.0
+    # When `local_ties` applies: "always", or "stalled" (once the search stalls, `stall_after`,
+    # or the best point's own neighbours are spent).
+    ties_when: str = "always"
     # Failed points (no time: the kernel did not compile or run). "worst": told to the
     # model as the worst time seen, one GP for both. "kernel": the time model sees the
     # points that ran only, and a kernel-weighted share of the nearby points that ran
@@ -155,6 +164,12 @@ class SearchOptions:
     # "off": one-knob moves only. "always" was chosen among the three on seeds 80000-80049
     # and judged on 81000-81099 (BENCHMARKS.md, "Diagonal moves").
     diagonal_moves: str = "always"
+    # Where a diagonal move lands on an invalid point, the same move with a third knob the
+    # rules tie to either of its knobs moved too: "switches", two-valued ones flipped
+    # (W7800: 16x4 -> 32x2 blocks is invalid with use_padding=1, which is tied to the block
+    # width); "tied", any such knob one value up or down (GEMM: MWG and MDIMC up together
+    # is invalid with VWN = 8, valid with VWN = 4); "off": the invalid move is dropped.
+    diagonal_repair: str = "off"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of
     # 32 among 16..256) may be faster than the values beside it without bending the whole
@@ -177,6 +192,8 @@ class SearchOptions:
             raise UsageError(f"stall_step must be ei, random, far or sample, not {self.stall_step!r}")
         if self.diagonal_moves not in ("off", "stalled", "always"):
             raise UsageError(f"diagonal_moves must be off, stalled or always, not {self.diagonal_moves!r}")
+        if self.diagonal_repair not in ("off", "switches", "tied"):
+            raise UsageError(f"diagonal_repair must be off, switches or tied, not {self.diagonal_repair!r}")
         if self.stall_centre not in ("best", "explored"):
             raise UsageError(f"stall_centre must be best or explored, not {self.stall_centre!r}")
         if self.enumerations not in ("ordinal", "categorical"):
@@ -189,6 +206,10 @@ class SearchOptions:
             raise UsageError("local_radius must be >= 1")
         if self.local_centres < 1 or self.basin_patience < 1 or self.local_patience < 0:
             raise UsageError("local_centres and basin_patience must be >= 1, local_patience >= 0")
+        if self.ties_when not in ("always", "stalled"):
+            raise UsageError(f"ties_when must be always or stalled, not {self.ties_when!r}")
+        if not 0.0 <= self.local_ties < 1.0:
+            raise UsageError("local_ties must be >= 0 and < 1")
         if not 0.0 <= self.envelope <= 1.0:
             raise UsageError("envelope must be between 0 and 1")
         if self.local_reach < 0.0:

@@ -1,0 +1,77 @@
+"""`local_ties` and `diagonal_repair`: two ways out of a trap whose better points lie three
+knobs away (GEMM RTX 3060's 1.078: BENCHMARKS.md)."""
+
+import pytest
+from optuna.distributions import CategoricalDistribution
+
+from autotune.errors import UsageError
+from autotune.samplers import GPSampler
+from autotune.search import SearchOptions
+
+VALUES = (1, 2, 4, 8)
+
+
+def _sampler(valid, **settings) -> GPSampler:
+    space = {name: CategoricalDistribution(VALUES) for name in ("a", "b", "c")}
+    options = SearchOptions(switches_first=False, **settings)
+    sampler = GPSampler(space, valid=valid, options=options, seed=0)
+    sampler.prepare(space)
+    return sampler
+
+
+def test_the_local_step_takes_the_neighbours_of_a_point_tied_with_the_best():
+    def untied(params: dict) -> bool:
+        return True
+
+    def candidates(tie: float, tied_time: float) -> list:
+        sampler = _sampler(untied, local_ties=tie, diagonal_moves="off")
+        sampler._note((0, 0, 0), 1.0)  # the best
+        sampler._note((1, 0, 0), tied_time)  # one knob away
+        return sampler._local_candidates()
+
+    beyond = (1, 1, 0)  # a neighbour of the tied point, two knobs from the best
+    assert beyond not in candidates(0.0, 1.005)
+    assert beyond in candidates(0.01, 1.005)
+    assert beyond not in candidates(0.01, 1.02)  # not within 1%: no tie
+    near = candidates(0.01, 1.005)
+    assert len(near) == len(set(near)) and (0, 0, 0) not in near and (1, 0, 0) not in near
+
+
+def test_stalled_takes_the_tied_points_neighbours_only_once_the_search_stalls():
+    sampler = _sampler(lambda params: True, local_ties=0.01, ties_when="stalled", diagonal_moves="off")
+    sampler._note((0, 0, 0), 1.0)
+    sampler._note((1, 0, 0), 1.005)
+    assert (1, 1, 0) not in sampler._local_candidates()
+    for a, b in [(a, b) for a in (2, 3) for b in range(4)] + [(1, 3), (1, 2), (0, 3), (0, 2)]:
+        sampler._note((a, b, 3), 2.0)  # 12 slower points, no gain (`stall_after`)
+    assert sampler._stalled()
+    assert (1, 1, 0) in sampler._local_candidates()
+
+
+def _tied(params: dict) -> bool:
+    """a and b tied by their product, b and c by theirs; a and c by nothing."""
+    return params["a"] * params["b"] <= 16 and params["b"] * params["c"] <= 4
+
+
+@pytest.mark.parametrize("repair", ["off", "switches", "tied"])
+def test_an_invalid_diagonal_move_is_repaired_by_moving_a_knob_tied_to_it(repair):
+    sampler = _sampler(_tied, diagonal_repair=repair)
+    sampler._note((1, 1, 1), 1.0)  # a = b = c = 2
+    assert {(a, b) for a, b in sampler._tied_pairs()} == {(0, 1), (1, 2)}
+    near = sampler._local_candidates()
+    # a and b up together (4, 4) breaks b * c <= 4 with c = 2; with c = 1 it keeps the rules
+    assert (2, 2, 1) not in near
+    assert ((2, 2, 0) in near) == (repair == "tied")  # c has four values: no switch
+    assert len(near) == len(set(near))
+
+
+def test_the_settings_read_from_text_and_refuse_bad_values():
+    options = SearchOptions.parse("local_ties=0.01,diagonal_repair=tied")
+    assert (options.local_ties, options.diagonal_repair) == (0.01, "tied")
+    assert (SearchOptions().local_ties, SearchOptions().diagonal_repair) == (0.0, "off")
+    with pytest.raises(UsageError):
+        SearchOptions.parse("diagonal_repair=always")
+    with pytest.raises(UsageError):
+        SearchOptions.parse("local_ties=-0.1")
+    with pytest.raises(UsageError):
+        SearchOptions.parse("ties_when=sometimes")

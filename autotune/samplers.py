@@ -30,8 +30,9 @@ default: a trust region around the best point for the global step (`trust_region
 ratios of the knob pairs the rules tie as features (`tied_ratios`;
 bench/results/gp_study_2026-12-04.md); local steps that leave out neighbours predicted far
 slower (`local_reach`) or order them by predicted time (`local_step`); pairs of switches
-flipped only once every single flip is known (`switch_pairs=after`). BENCHMARKS.md has the
-replays behind each setting.
+flipped only once every single flip is known (`switch_pairs=after`); local steps from the
+points tied with the best (`local_ties`) and invalid diagonal moves repaired by a third knob
+(`diagonal_repair`). BENCHMARKS.md has the replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """

@@ -119,6 +119,9 @@ class SearchOptions:
     # are one point to a timer, and the way out of a trap may start at the other: on GEMM
     # RTX 3060 the trap at 1.078 (MDIMC = 32) has no better point one or two knobs away, while
     # its neighbour at 1.079 (MDIMC = 16) has a diagonal move (NDIMB down, VWN up) to 1.057.
+    # Measured, not made the default (BENCHMARKS.md, "Local steps from points tied with the
+    # best"): 0.01 once stalled lifts GEMM RTX 3060 at 50 on three seed sets and costs other
+    # landscapes as much on fresh seeds; at 100 the worst quartile is better.
     local_ties: float = 0.0
     # When `local_ties` applies: "always", or "stalled" (once the search stalls, `stall_after`,
     # or the best point's own neighbours are spent).
@@ -169,6 +172,7 @@ class SearchOptions:
     # (W7800: 16x4 -> 32x2 blocks is invalid with use_padding=1, which is tied to the block
     # width); "tied", any such knob one value up or down (GEMM: MWG and MDIMC up together
     # is invalid with VWN = 8, valid with VWN = 4); "off": the invalid move is dropped.
+    # Neither kept: "switches" gained nothing on fresh seeds, "tied" cost GEMM (BENCHMARKS.md).
     diagonal_repair: str = "off"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of

@@ -230,6 +230,7 @@ class GPSampler(optuna.samplers.BaseSampler):
         self._feature_table: list[np.ndarray] | None = None
         self._ratio_tables: list[tuple[int, int, np.ndarray]] = []
         self._tied: set[tuple[int, int]] | None = None  # `_tied_pairs`, found once a space
+        self._halves: dict[int, list[tuple[int | None, int | None]]] | None = None  # `_reshaped`
         self._warm: dict[tuple[str, int], surrogate.WarmStart] = {}  # `_warm_start`
 
     def observe(self, study: optuna.Study, current: int | None = None) -> None:
@@ -612,6 +613,8 @@ class GPSampler(optuna.samplers.BaseSampler):
         diagonal = self.options.diagonal_moves
         if diagonal == "always" or (diagonal == "stalled" and (not near or self._stalled())):
             near = near + self._diagonal_neighbours(centre)
+        reshaped = self._reshaped(centre) if self.options.reshape_moves != "off" else []
+        near = list(dict.fromkeys(near + reshaped))
         ties = self._tie_neighbours(centre, near)
         if not self.options.switches_first:
             return near + ties
@@ -625,6 +628,8 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
+        if self.options.reshape_moves == "first":
+            first += [p for p in reshaped if p not in first]
         mode = self.options.switch_pairs
         if mode == "on":
             return self._unknown_switches(centre, first + self._switch_pairs(centre, near)) or near + ties
@@ -768,6 +773,27 @@ class GPSampler(optuna.samplers.BaseSampler):
                     if self._usable(candidate):
                         repaired.append(candidate)
         return repaired
+
+    def _reshaped(self, centre: Point) -> list[Point]:
+        """Usable points with one numeric knob's value doubled and another's halved
+        (`reshape_moves`)."""
+        if self._halves is None:
+            self._halves = {}
+            for knob, values in enumerate(self.values):
+                numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+                if knob in self.choices or len(values) < 3 or not numeric or min(values) <= 0:
+                    continue
+                where = {v: i for i, v in enumerate(values)}
+                self._halves[knob] = [(where.get(v * 2), where.get(v / 2)) for v in values]
+        found = []
+        for up, down in itertools.permutations(self._halves, 2):
+            doubled, halved = self._halves[up][centre[up]][0], self._halves[down][centre[down]][1]
+            if doubled is not None and halved is not None:
+                point = list(centre)
+                point[up], point[down] = doubled, halved
+                if self._usable(tuple(point)):
+                    found.append(tuple(point))
+        return found
 
     def _features(self, points: list[Point]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,

@@ -174,6 +174,15 @@ class SearchOptions:
     # is invalid with VWN = 8, valid with VWN = 4); "off": the invalid move is dropped.
     # Neither kept: "switches" gained nothing on fresh seeds, "tied" cost GEMM (BENCHMARKS.md).
     diagonal_repair: str = "off"
+    # Reshape moves of the local step: the best point with one numeric knob's value doubled
+    # and another's halved (a 4x2 tile to 2x4, a 256x1 work-group to 128x2), whether or not
+    # the rules tie the two. A shape keeps its size (outputs a work-item, work-items a group)
+    # and changes its aspect, which is no one-knob move and, where the values are not
+    # neighbours in the knob's list, no diagonal one (convolution MI250X: a 4x2 tile at 1.482,
+    # 2x4 at 1.015, 3x2 and 4x4 at 50x and 15x). "on": beside the other neighbours, in the
+    # model's order; "first": with the switch moves, tried before the rest where unknown
+    # (`switch_scope`); "off".
+    reshape_moves: str = "off"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of
     # 32 among 16..256) may be faster than the values beside it without bending the whole
@@ -196,6 +205,8 @@ class SearchOptions:
             raise UsageError(f"stall_step must be ei, random, far or sample, not {self.stall_step!r}")
         if self.diagonal_moves not in ("off", "stalled", "always"):
             raise UsageError(f"diagonal_moves must be off, stalled or always, not {self.diagonal_moves!r}")
+        if self.reshape_moves not in ("off", "on", "first"):
+            raise UsageError(f"reshape_moves must be off, on or first, not {self.reshape_moves!r}")
         if self.diagonal_repair not in ("off", "switches", "tied"):
             raise UsageError(f"diagonal_repair must be off, switches or tied, not {self.diagonal_repair!r}")
         if self.stall_centre not in ("best", "explored"):

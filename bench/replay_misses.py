@@ -7,7 +7,8 @@
         --point MWG=128,NWG=128,MDIMC=32,NDIMC=8,MDIMA=32,NDIMB=32,VWM=4,VWN=1,SA=1,SB=1
 
 Per seed: best found / optimum after the budget and, for a miss, the knobs that part it from
-the nearest point within 5% (a trap three knobs away holds against one- and two-knob steps).
+the nearest point within 5% (a trap three knobs away holds against one- and two-knob steps);
+with `--full`, also the point itself, in the form `--point` reads.
 With `--point` (knobs not named take their first value): the point's one-knob neighbours
 (time / optimum, "-" where the rules or a failure leave none) and every two-knob neighbour
 faster than it: none means no local step of one or two knobs leads out.
@@ -26,7 +27,7 @@ from autotune.replay import Landscape, load, replay_once  # noqa: E402
 from autotune.search_options import SearchOptions  # noqa: E402
 
 
-def misses(landscape: Landscape, seeds: range, budget: int, options: SearchOptions) -> None:
+def misses(landscape: Landscape, seeds: range, budget: int, options: SearchOptions, full: bool) -> None:
     optimum, knobs = landscape.optimum, list(landscape.space.knobs)
     near = [key for key, value in landscape.values.items() if value is not None and value <= 1.05 * optimum]
     for seed in seeds:
@@ -39,6 +40,9 @@ def misses(landscape: Landscape, seeds: range, budget: int, options: SearchOptio
         closest = min(near, key=lambda n: sum(a != b for a, b in zip(n, key, strict=True)))
         moves = [f"{k}:{a}->{b}" for k, a, b in zip(knobs, key, closest, strict=True) if a != b]
         print(seed, f"{value / optimum:.3f}", len(moves), " ".join(moves), flush=True)
+        if full:
+            movable = [k for k in knobs if len(landscape.space.knobs[k].values) > 1]
+            print("   ", ",".join(f"{k}={config[k]}" for k in movable))
 
 
 def around(landscape: Landscape, text: str) -> None:
@@ -83,6 +87,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0-9")
     parser.add_argument("--budget", type=int, default=50)
     parser.add_argument("--gp", default="", help="gp settings, key=value,...")
+    parser.add_argument("--full", action="store_true", help="print each miss's point (for --point)")
     parser.add_argument("--point", default="", help="knob=value,...: what lies around this point")
     args = parser.parse_args()
     landscape = load(args.landscape)
@@ -90,7 +95,8 @@ def main() -> None:
         around(landscape, args.point)
         return
     first, _, last = args.seeds.partition("-")
-    misses(landscape, range(int(first), int(last or first) + 1), args.budget, SearchOptions.parse(args.gp))
+    seeds = range(int(first), int(last or first) + 1)
+    misses(landscape, seeds, args.budget, SearchOptions.parse(args.gp), args.full)
 
 
 if __name__ == "__main__":

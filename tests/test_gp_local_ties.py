@@ -5,7 +5,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 
 from autotune.errors import UsageError
-from autotune.samplers import GPSampler
+from autotune.samplers import GPSampler, knobs_apart
 from autotune.search import SearchOptions
 
 VALUES = (1, 2, 4, 8)
@@ -75,3 +75,26 @@ def test_the_settings_read_from_text_and_refuse_bad_values():
         SearchOptions.parse("local_ties=-0.1")
     with pytest.raises(UsageError):
         SearchOptions.parse("ties_when=sometimes")
+
+
+def test_reshape_moves_double_one_size_and_halve_another():
+    """A 4x2 tile to 2x4 (convolution MI250X: 1.482 -> 1.015) is no one-knob move and, with
+    3 between 2 and 4 in the knob's values, no diagonal one either."""
+    space = {
+        "tile_x": CategoricalDistribution((1, 2, 3, 4)),
+        "tile_y": CategoricalDistribution((1, 2, 3, 4)),
+        "flag": CategoricalDistribution((0, 1)),
+    }
+
+    def candidates(reshape: str) -> list:
+        options = SearchOptions(switches_first=False, reshape_moves=reshape)
+        sampler = GPSampler(space, valid=lambda params: True, options=options, seed=0)
+        sampler.prepare(space)
+        sampler._note((3, 1, 0), 1.0)  # 4x2
+        return sampler._local_candidates()
+
+    assert (1, 3, 0) not in candidates("off")
+    near = candidates("on")
+    # 2x4 the one two-knob move: 8x1 has no 8, the flag is no size
+    assert [p for p in near if knobs_apart(p, (3, 1, 0)) == 2] == [(1, 3, 0)]
+    assert len(near) == len(set(near))

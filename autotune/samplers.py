@@ -32,7 +32,8 @@ bench/results/gp_study_2026-12-04.md); local steps that leave out neighbours pre
 slower (`local_reach`) or order them by predicted time (`local_step`); pairs of switches
 flipped only once every single flip is known (`switch_pairs=after`); local steps from the
 points tied with the best (`local_ties`) and invalid diagonal moves repaired by a third knob
-(`diagonal_repair`). BENCHMARKS.md has the replays behind each setting.
+(`diagonal_repair`); reshape moves, one size doubled and another halved (`reshape_moves`).
+BENCHMARKS.md has the replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """

@@ -181,7 +181,9 @@ class SearchOptions:
     # neighbours in the knob's list, no diagonal one (convolution MI250X: a 4x2 tile at 1.482,
     # 2x4 at 1.015, 3x2 and 4x4 at 50x and 15x). "on": beside the other neighbours, in the
     # model's order; "first": with the switch moves, tried before the rest where unknown
-    # (`switch_scope`); "off".
+    # (`switch_scope`); "off". Measured, not yet the default (BENCHMARKS.md, "Reshape moves"):
+    # "first" lifted convolution MI250X's P(<= 5%) at 50 by 0.25-0.40 on every seed set and
+    # cost convolution A4000 0.15-0.20; no real search of it has run yet.
     reshape_moves: str = "off"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of

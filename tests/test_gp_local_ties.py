@@ -98,3 +98,17 @@ def test_reshape_moves_double_one_size_and_halve_another():
     # 2x4 the one two-knob move: 8x1 has no 8, the flag is no size
     assert [p for p in near if knobs_apart(p, (3, 1, 0)) == 2] == [(1, 3, 0)]
     assert len(near) == len(set(near))
+
+
+def test_reshape_moves_first_come_before_the_other_neighbours_until_known():
+    space = {
+        "tile_x": CategoricalDistribution((1, 2, 3, 4)),
+        "tile_y": CategoricalDistribution((1, 2, 3, 4)),
+    }
+    options = SearchOptions(reshape_moves="first")
+    sampler = GPSampler(space, valid=lambda params: True, options=options, seed=0)
+    sampler.prepare(space)
+    sampler._note((3, 1), 1.0)  # 4x2
+    assert sampler._local_candidates() == [(1, 3)]  # 2x4 first
+    sampler._note((1, 3), 1.5)  # tried: slower
+    assert set(sampler._local_candidates()) == {(0, 1), (1, 1), (2, 1), (3, 0), (3, 2), (3, 3)}

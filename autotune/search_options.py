@@ -183,7 +183,7 @@ class SearchOptions:
     # model's order; "first": with the switch moves, tried before the rest where unknown
     # (`switch_scope`); "off". Measured, not yet the default (BENCHMARKS.md, "Reshape moves"):
     # "first" lifted convolution MI250X's P(<= 5%) at 50 by 0.25-0.40 on every seed set and
-    # cost convolution A4000 0.15-0.20; no real search of it has run yet.
+    # cost convolution A4000 0.10-0.20; no real search of it has run yet.
     reshape_moves: str = "off"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of

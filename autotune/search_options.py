@@ -181,10 +181,11 @@ class SearchOptions:
     # neighbours in the knob's list, no diagonal one (convolution MI250X: a 4x2 tile at 1.482,
     # 2x4 at 1.015, 3x2 and 4x4 at 50x and 15x). "on": beside the other neighbours, in the
     # model's order; "first": with the switch moves, tried before the rest where unknown
-    # (`switch_scope`); "off". Measured, not yet the default (BENCHMARKS.md, "Reshape moves"):
-    # "first" lifted convolution MI250X's P(<= 5%) at 50 by 0.25-0.40 on every seed set and
-    # cost convolution A4000 0.10-0.20; no real search of it has run yet.
-    reshape_moves: str = "off"
+    # (`switch_scope`); "off". "first" was shaped on seeds 119000-119019 and judged on
+    # 120000-122019 (BENCHMARKS.md, "Reshape moves"): the sum of P(<= 5%) at 50 over the
+    # eleven landscapes up on all three fresh sets, convolution MI250X's by 0.25-0.40 each
+    # time, convolution A4000's down by 0 to 0.20; the default since then.
+    reshape_moves: str = "first"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of
     # 32 among 16..256) may be faster than the values beside it without bending the whole

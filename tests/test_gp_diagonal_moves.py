@@ -19,7 +19,7 @@ def _sampler(diagonal: str) -> GPSampler:
         "local_y": CategoricalDistribution(SIZES),
         "unroll": CategoricalDistribution((1, 2, 4)),
     }
-    options = SearchOptions(diagonal_moves=diagonal, switches_first=False)
+    options = SearchOptions(diagonal_moves=diagonal, switches_first=False, reshape_moves="off")
 
     def valid(params: dict) -> bool:
         return params["local_x"] * params["local_y"] <= 128

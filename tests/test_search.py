@@ -530,11 +530,12 @@ def test_gp_start_points_split_each_switch_evenly():
 
 
 def test_gp_local_step_moves_a_knob_to_a_power_of_two_first():
-    """From a best point at block 48, the switch moves are blocks 32 and 64."""
+    """From a best point at block 48, the switch moves are blocks 32 and 64 (reshape moves,
+    which would add block 96 with tile 1, off)."""
     space = SearchSpace.from_dict(
         {"knobs": {"block": {"values": list(range(16, 257, 16))}, "tile": {"values": [1, 2, 3, 4]}}}
     )
-    search = Search(space, "gp", seed=8)
+    search = Search(space, "gp", seed=8, options=SearchOptions(reshape_moves="off"))
     for block in (16, 80, 112, 160, 208, 256):
         search.add_history({"block": block, "tile": 1}, 3.0)
     search.add_history({"block": 48, "tile": 2}, 1.0)

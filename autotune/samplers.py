@@ -615,7 +615,8 @@ class GPSampler(optuna.samplers.BaseSampler):
         if diagonal == "always" or (diagonal == "stalled" and (not near or self._stalled())):
             near = near + self._diagonal_neighbours(centre)
         reshaped = self._reshaped(centre) if self.options.reshape_moves != "off" else []
-        near = list(dict.fromkeys(near + reshaped))
+        repaired = self._repaired_neighbours(centre) if self.options.neighbour_repair != "off" else []
+        near = list(dict.fromkeys(near + reshaped + repaired))
         ties = self._tie_neighbours(centre, near)
         if not self.options.switches_first:
             return near + ties
@@ -631,6 +632,8 @@ class GPSampler(optuna.samplers.BaseSampler):
         first = [p for p in near if _move(centre, p) in switch_moves]
         if self.options.reshape_moves == "first":
             first += [p for p in reshaped if p not in first]
+        if self.options.neighbour_repair == "first":
+            first += [p for p in repaired if p not in first]
         mode = self.options.switch_pairs
         if mode == "on":
             return self._unknown_switches(centre, first + self._switch_pairs(centre, near)) or near + ties
@@ -755,18 +758,31 @@ class GPSampler(optuna.samplers.BaseSampler):
                     if self._usable(tuple(point)):
                         found.append(tuple(point))
                     elif self.options.diagonal_repair != "off" and self._unclaimed(tuple(point)):
-                        found += self._repaired_moves(tuple(point), (a, b), tied)
+                        switches = self.options.diagonal_repair == "switches"
+                        found += self._repaired_moves(tuple(point), (a, b), tied, switches)
+        return list(dict.fromkeys(found))
+
+    def _repaired_neighbours(self, centre: Point) -> list[Point]:
+        """`centre`'s one-knob neighbours that break a rule, each with a two-valued knob the
+        rules tie to the moved knob flipped, where that makes it usable (`neighbour_repair`):
+        dedispersion MI250X's trap at 1.35 has tile_size_x = 2 with tile_stride_x = 1; tile 1
+        is invalid with a stride, and tile 1 without one is 1.02."""
+        tied = sorted(self._tied_pairs())
+        found: list[Point] = []
+        for point in one_knob_neighbours(centre, self.sizes):
+            if self._unclaimed(point) and not self.valid(self.params_of(point)):
+                found += self._repaired_moves(point, (_move(centre, point)[0],), tied, switches=True)
         return list(dict.fromkeys(found))
 
     def _repaired_moves(
-        self, point: Point, moved: tuple[int, int], tied: list[tuple[int, int]]
+        self, point: Point, moved: tuple[int, ...], tied: list[tuple[int, int]], switches: bool
     ) -> list[Point]:
-        """An invalid diagonal move with one more knob tied to either moved knob moved one
-        value up or down (`diagonal_repair`): the rule that broke it ties that knob in."""
+        """An invalid move with one more knob tied to a moved knob flipped (`switches`: two-
+        valued knobs only) or moved one value up or down: the rule that broke it ties that knob in."""
         thirds = sorted({y if x in moved else x for x, y in tied if (x in moved) != (y in moved)})
         repaired = []
         for knob in thirds:
-            if self.options.diagonal_repair == "switches" and self.sizes[knob] != 2:
+            if switches and self.sizes[knob] != 2:
                 continue
             for value in {point[knob] - 1, point[knob] + 1} if self.sizes[knob] > 2 else {1 - point[knob]}:
                 if 0 <= value < self.sizes[knob]:

@@ -186,6 +186,14 @@ class SearchOptions:
     # eleven landscapes up on all three fresh sets, convolution MI250X's by 0.25-0.40 each
     # time, convolution A4000's down by 0 to 0.20; the default since then.
     reshape_moves: str = "first"
+    # One-knob moves of the best point that break a rule, retried with a two-valued knob the
+    # rules tie to the moved knob flipped (dedispersion MI250X: tile_size_x 2 -> 1 is invalid
+    # with tile_stride_x = 1, and both moved at once leave a trap at 1.35 for 1.02). Where the
+    # move is one value, the repaired point is a diagonal move too, which the model ranks low
+    # once it has seen the switch's flip alone slow (2.96 there). "on": beside the other
+    # neighbours, in the model's order; "first": with the switch moves, tried before the rest
+    # where unknown (`switch_scope`); "off".
+    neighbour_repair: str = "off"
     # The model adds to its smooth kernel an offset per value of each knob of three values
     # or more (a kernel on shared values, its weight fitted), so one value (a block size of
     # 32 among 16..256) may be faster than the values beside it without bending the whole
@@ -210,6 +218,8 @@ class SearchOptions:
             raise UsageError(f"diagonal_moves must be off, stalled or always, not {self.diagonal_moves!r}")
         if self.reshape_moves not in ("off", "on", "first"):
             raise UsageError(f"reshape_moves must be off, on or first, not {self.reshape_moves!r}")
+        if self.neighbour_repair not in ("off", "on", "first"):
+            raise UsageError(f"neighbour_repair must be off, on or first, not {self.neighbour_repair!r}")
         if self.diagonal_repair not in ("off", "switches", "tied"):
             raise UsageError(f"diagonal_repair must be off, switches or tied, not {self.diagonal_repair!r}")
         if self.stall_centre not in ("best", "explored"):

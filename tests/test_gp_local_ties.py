@@ -1,5 +1,6 @@
-"""`local_ties` and `diagonal_repair`: two ways out of a trap whose better points lie three
-knobs away (GEMM RTX 3060's 1.078: BENCHMARKS.md)."""
+"""Moves out of traps no one-knob step leaves: `local_ties` and `diagonal_repair` (GEMM RTX
+3060's 1.078, whose better points lie three knobs away), `reshape_moves` (convolution MI250X's
+4x2 tile) and `neighbour_repair` (dedispersion MI250X's strided tile; BENCHMARKS.md)."""
 
 import pytest
 from optuna.distributions import CategoricalDistribution
@@ -112,3 +113,50 @@ def test_reshape_moves_first_come_before_the_other_neighbours_until_known():
     assert sampler._local_candidates() == [(1, 3)]  # 2x4 first
     sampler._note((1, 3), 1.5)  # tried: slower
     assert set(sampler._local_candidates()) == {(0, 1), (1, 1), (2, 1), (3, 0), (3, 2), (3, 3)}
+
+
+def _dedispersion_like() -> dict:
+    """A tile of 1 takes no stride (dedispersion's tile_size_x and tile_stride_x)."""
+    return {
+        "tile": CategoricalDistribution((1, 2, 3, 4)),
+        "stride": CategoricalDistribution((0, 1)),
+        "block": CategoricalDistribution((32, 64, 128)),
+    }
+
+
+def _strided(params: dict) -> bool:
+    return params["tile"] > 1 or params["stride"] == 0
+
+
+@pytest.mark.parametrize("repair", ["off", "on", "first"])
+def test_a_one_knob_move_that_breaks_a_rule_is_retried_with_a_tied_switch_flipped(repair):
+    space = _dedispersion_like()
+    # diagonal moves off: tile and stride one value down together is the same point here
+    options = SearchOptions(neighbour_repair=repair, reshape_moves="off", diagonal_moves="off")
+    sampler = GPSampler(space, valid=_strided, options=options, seed=0)
+    sampler.prepare(space)
+    assert (0, 1) in sampler._tied_pairs()
+    sampler._note((1, 1, 1), 1.0)  # tile 2 with a stride: tile 1 alone breaks the rule
+    sampler._note((1, 0, 1), 3.0)  # the stride's flip is known: no switch move left
+    near = sampler._local_candidates()
+    assert (0, 1, 1) not in near
+    if repair == "first":
+        assert near == [(0, 0, 1)]  # tile 1 without the stride, before the rest
+    else:
+        assert ((0, 0, 1) in near) == (repair == "on")
+        assert {(2, 1, 1), (3, 1, 1), (1, 1, 0), (1, 1, 2)} <= set(near)
+    assert len(near) == len(set(near))
+
+
+def test_a_repaired_move_known_nearby_is_not_tried_first():
+    space = _dedispersion_like()
+    options = SearchOptions(neighbour_repair="first", reshape_moves="off")
+    sampler = GPSampler(space, valid=_strided, options=options, seed=0)
+    sampler.prepare(space)
+    sampler._note((1, 1, 1), 1.0)
+    sampler._note((1, 0, 1), 3.0)
+    sampler._note((0, 0, 2), 2.0)  # tile 1 without a stride seen two knobs away
+    assert (0, 0, 1) in sampler._local_candidates()  # left to the model's order, not first
+    assert len(sampler._local_candidates()) > 1
+    with pytest.raises(UsageError):
+        SearchOptions.parse("neighbour_repair=always")

@@ -17,23 +17,25 @@ then fits a Gaussian process to the `model_points` fastest points measured
 one-knob neighbour (or diagonal neighbour: one value up or down in both knobs of a pair
 the rules tie, `diagonal_moves`) of highest expected improvement, trying its switch moves
 (two-valued knobs flipped, two of them at once, others moved to a power of two:
-`switch_pairs`) and its reshape moves (one size doubled and another halved: a 4x2 tile to
-2x4, `reshape_moves`) before anything else, where no point within `switch_scope` knobs with
-its other switches as the best point's (`switch_context`) has the move's value(s). The global
-step takes the point of the whole space with the lowest predicted time, or, once
-`stall_after` evaluations have gone by without a `stall_gain` gain, the point of highest
-expected improvement (a stalled search explores until it gains again). Genetic steps (a
-child of two of the best points, moving several knobs at once) can replace some of them
-(`genetic_every`). Failed points are told to the model as the worst time seen, or, with
-`failures=model`, kept out of the time model and given to a second model of where points
-fail, whose chance to run weights every step's choice. Settings measured and not made the
-default: a trust region around the best point for the global step (`trust_region`) and log
-ratios of the knob pairs the rules tie as features (`tied_ratios`;
-bench/results/gp_study_2026-12-04.md); local steps that leave out neighbours predicted far
-slower (`local_reach`) or order them by predicted time (`local_step`); pairs of switches
-flipped only once every single flip is known (`switch_pairs=after`); local steps from the
-points tied with the best (`local_ties`) and invalid diagonal moves repaired by a third knob
-(`diagonal_repair`). BENCHMARKS.md has the replays behind each setting.
+`switch_pairs`), its reshape moves (one size doubled and another halved: a 4x2 tile to
+2x4, `reshape_moves`) and its repaired moves (a one-knob move that breaks a rule, with a
+switch the rules tie to the moved knob flipped: `neighbour_repair`) before anything else,
+where no point within `switch_scope` knobs with its other switches as the best point's
+(`switch_context`) has the move's value(s). The global step takes the point of the whole
+space with the lowest predicted time, or, once `stall_after` evaluations have gone by
+without a `stall_gain` gain, the point of highest expected improvement (a stalled search
+explores until it gains again). Genetic steps (a child of two of the best points, moving
+several knobs at once) can replace some of them (`genetic_every`). Failed points are told
+to the model as the worst time seen, or, with `failures=model`, kept out of the time model
+and given to a second model of where points fail, whose chance to run weights every step's
+choice. Settings measured and not made the default: a trust region around the best point
+for the global step (`trust_region`) and log ratios of the knob pairs the rules tie as
+features (`tied_ratios`; bench/results/gp_study_2026-12-04.md); local steps that leave out
+neighbours predicted far slower (`local_reach`) or order them by predicted time
+(`local_step`); pairs of switches flipped only once every single flip is known
+(`switch_pairs=after`); local steps from the points tied with the best (`local_ties`) and
+invalid diagonal moves repaired by a third knob (`diagonal_repair`). BENCHMARKS.md has the
+replays behind each setting.
 
 Values to minimise must be positive (times: the model works on their logarithm).
 """

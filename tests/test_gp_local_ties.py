@@ -158,5 +158,6 @@ def test_a_repaired_move_known_nearby_is_not_tried_first():
     sampler._note((0, 0, 2), 2.0)  # tile 1 without a stride seen two knobs away
     assert (0, 0, 1) in sampler._local_candidates()  # left to the model's order, not first
     assert len(sampler._local_candidates()) > 1
+    assert SearchOptions().neighbour_repair == "first"
     with pytest.raises(UsageError):
         SearchOptions.parse("neighbour_repair=always")

@@ -617,7 +617,8 @@ class GPSampler(optuna.samplers.BaseSampler):
         if diagonal == "always" or (diagonal == "stalled" and (not near or self._stalled())):
             near = near + self._diagonal_neighbours(centre)
         reshaped = self._reshaped(centre) if self.options.reshape_moves != "off" else []
-        repaired = self._repaired_neighbours(centre) if self.options.neighbour_repair != "off" else []
+        repair = self.options.neighbour_repair != "off"
+        repaired = self._repaired_neighbours(centre, set(near)) if repair else []
         near = list(dict.fromkeys(near + reshaped + repaired))
         ties = self._tie_neighbours(centre, near)
         if not self.options.switches_first:
@@ -764,15 +765,16 @@ class GPSampler(optuna.samplers.BaseSampler):
                         found += self._repaired_moves(tuple(point), (a, b), tied, switches)
         return list(dict.fromkeys(found))
 
-    def _repaired_neighbours(self, centre: Point) -> list[Point]:
+    def _repaired_neighbours(self, centre: Point, usable: set[Point]) -> list[Point]:
         """`centre`'s one-knob neighbours that break a rule, each with a two-valued knob the
         rules tie to the moved knob flipped, where that makes it usable (`neighbour_repair`):
         dedispersion MI250X's trap at 1.35 has tile_size_x = 2 with tile_stride_x = 1; tile 1
-        is invalid with a stride, and tile 1 without one is 1.02."""
+        is invalid with a stride, and tile 1 without one is 1.02. `usable` holds every usable
+        one-knob neighbour (checked already), so an unclaimed one not in it breaks a rule."""
         tied = sorted(self._tied_pairs())
         found: list[Point] = []
         for point in one_knob_neighbours(centre, self.sizes):
-            if self._unclaimed(point) and not self.valid(self.params_of(point)):
+            if point not in usable and self._unclaimed(point):
                 found += self._repaired_moves(point, (_move(centre, point)[0],), tied, switches=True)
         return list(dict.fromkeys(found))
 

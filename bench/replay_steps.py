@@ -5,8 +5,9 @@ neighbours, on the local turn), a global step, or a global step of a stalled sea
 (`stall_after`). Each row gives the step and how many knobs its point lay from the best
 point of the time ("global/1": a global step that took a neighbour of the best). With
 `--moves`, a second table: the local step's evaluations by the kind of move (a switch flip,
-another one-knob move, a diagonal move, a reshape move, another two-knob move), how many
-were taken while the search had stalled, and how many gained 1% or more on the best.
+another one-knob move, a diagonal move, a reshape move, another two-knob move such as a
+switch pair or a repaired move), how many were taken while the search had stalled, and how
+many gained 1% or more on the best.
 
     OPENBLAS_NUM_THREADS=1 python bench/replay_steps.py ../shared/landscapes/gemm_RTX_3060_laptop.json.gz \
         --seeds 97000-97019

@@ -633,7 +633,7 @@ class GPSampler(optuna.samplers.BaseSampler):
                 switch_moves.add((i, max((v for v in powers if v < centre[i]), default=-1)))
                 switch_moves.add((i, min((v for v in powers if v > centre[i]), default=-1)))
         first = [p for p in near if _move(centre, p) in switch_moves]
-        if self.options.reshape_moves == "first":
+        if self.options.reshape_moves == "first" and not self._reshapes_spent():
             first += [p for p in reshaped if p not in first]
         if self.options.neighbour_repair == "first":
             first += [p for p in repaired if p not in first]
@@ -795,9 +795,37 @@ class GPSampler(optuna.samplers.BaseSampler):
                         repaired.append(candidate)
         return repaired
 
-    def _reshaped(self, centre: Point) -> list[Point]:
-        """Usable points with one numeric knob's value doubled and another's halved
-        (`reshape_moves`)."""
+    def _reshapes_spent(self) -> bool:
+        """`reshape_patience` reshape moves of the best point of their time measured in a row
+        without a new best by `stall_gain`: they lose their turn before the model's order."""
+        patience = self.options.reshape_patience
+        if not patience:
+            return False
+        self._halve_tables()
+        best: tuple[float, Point] | None = None
+        misses = 0
+        for point, value in self.visited.items():
+            if best is not None and self._is_reshape(best[1], point):
+                gained = value is not None and value < best[0] * (1.0 - self.options.stall_gain)
+                misses = 0 if gained else misses + 1
+            if value is not None and (best is None or value < best[0]):
+                best = (value, point)
+        return misses >= patience
+
+    def _is_reshape(self, centre: Point, point: Point) -> bool:
+        halves = self._halves
+        assert halves is not None
+        changed = [k for k, (a, b) in enumerate(zip(centre, point, strict=True)) if a != b]
+        if len(changed) != 2 or not all(k in halves for k in changed):
+            return False
+
+        def moved(up: int, down: int) -> bool:
+            return halves[up][centre[up]][0] == point[up] and halves[down][centre[down]][1] == point[down]
+
+        return moved(*changed) or moved(*reversed(changed))
+
+    def _halve_tables(self) -> None:
+        """Per numeric knob of three values or more, each value's index doubled and halved."""
         if self._halves is None:
             self._halves = {}
             for knob, values in enumerate(self.values):
@@ -806,6 +834,12 @@ class GPSampler(optuna.samplers.BaseSampler):
                     continue
                 where = {v: i for i, v in enumerate(values)}
                 self._halves[knob] = [(where.get(v * 2), where.get(v / 2)) for v in values]
+
+    def _reshaped(self, centre: Point) -> list[Point]:
+        """Usable points with one numeric knob's value doubled and another's halved
+        (`reshape_moves`)."""
+        self._halve_tables()
+        assert self._halves is not None
         found = []
         for up, down in itertools.permutations(self._halves, 2):
             doubled, halved = self._halves[up][centre[up]][0], self._halves[down][centre[down]][1]

@@ -186,6 +186,14 @@ class SearchOptions:
     # eleven landscapes up on all three fresh sets, convolution MI250X's by 0.25-0.40 each
     # time, convolution A4000's down by 0 to 0.20; the default since then.
     reshape_moves: str = "first"
+    # With `reshape_moves=first`: once this many reshape moves in a row (each from the best
+    # point of its time) brought no new best by `stall_gain`, they wait for the model's order
+    # like the other neighbours until one pays again (0: always first). Each new best point
+    # has several reshape moves; tried first at every one, they can hold back the one-knob
+    # move that finishes the search (convolution W7800: 128x2 work-groups at 1.051, 32x2 at
+    # 1.000, reached at evaluation 58 after five reshape moves). 8 was shaped on seeds
+    # 130000-130019 and judged on 131000-131039 (BENCHMARKS.md, "Reshape moves that wait").
+    reshape_patience: int = 8
     # One-knob moves of the best point that break a rule, retried with a two-valued knob the
     # rules tie to the moved knob flipped (dedispersion MI250X: tile_size_x 2 -> 1 is invalid
     # with tile_stride_x = 1, and both moved at once leave a trap at 1.35 for 1.02). Where the
@@ -255,8 +263,8 @@ class SearchOptions:
             raise UsageError(f"switch_pairs must be off, on or after, not {self.switch_pairs!r}")
         if self.switch_context not in ("any", "same"):
             raise UsageError(f"switch_context must be any or same, not {self.switch_context!r}")
-        if self.sample_after < 0 or self.switch_scope < 0:
-            raise UsageError("sample_after and switch_scope must be >= 0")
+        if self.sample_after < 0 or self.switch_scope < 0 or self.reshape_patience < 0:
+            raise UsageError("sample_after, switch_scope and reshape_patience must be >= 0")
         if self.startup_trials < 1 or self.model_points < 2 or self.genetic_pool < 2:
             raise UsageError("startup_trials must be >= 1, model_points and genetic_pool >= 2")
 

@@ -115,6 +115,27 @@ def test_reshape_moves_first_come_before_the_other_neighbours_until_known():
     assert set(sampler._local_candidates()) == {(0, 1), (1, 1), (2, 1), (3, 0), (3, 2), (3, 3)}
 
 
+def test_reshape_moves_wait_for_the_model_after_patience_misses_until_one_pays():
+    space = {name: CategoricalDistribution((1, 2, 4, 8)) for name in ("x", "y", "z")}
+    options = SearchOptions(reshape_moves="first", reshape_patience=2, diagonal_moves="off")
+    sampler = GPSampler(space, valid=lambda params: True, options=options, seed=0)
+    sampler.prepare(space)
+    sampler._note((2, 1, 1), 1.0)  # 4x2x2
+    reshapes = sampler._local_candidates()
+    assert sorted(reshapes) == sorted(sampler._reshaped((2, 1, 1))) and len(reshapes) == 6
+    sampler._note(reshapes[0], 2.0)
+    assert not sampler._reshapes_spent()
+    sampler._note(reshapes[1], 2.0)  # two in a row without a gain
+    assert sampler._reshapes_spent()
+    near = sampler._local_candidates()
+    assert (3, 1, 1) in near and set(reshapes[2:]) <= set(near)  # one-knob moves beside them
+    sampler._note(reshapes[2], 0.5)  # one pays: a new best, and reshapes come first again
+    assert not sampler._reshapes_spent()
+    assert set(sampler._local_candidates()) <= set(sampler._reshaped(reshapes[2]))
+    with pytest.raises(UsageError):
+        SearchOptions.parse("reshape_patience=-1")
+
+
 def _dedispersion_like() -> dict:
     """A tile of 1 takes no stride (dedispersion's tile_size_x and tile_stride_x)."""
     return {

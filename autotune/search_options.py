@@ -188,12 +188,13 @@ class SearchOptions:
     reshape_moves: str = "first"
     # With `reshape_moves=first`: once this many reshape moves in a row (each from the best
     # point of its time) brought no new best by `stall_gain`, they wait for the model's order
-    # like the other neighbours until one pays again (0: always first). Each new best point
-    # has several reshape moves; tried first at every one, they can hold back the one-knob
-    # move that finishes the search (convolution W7800: 128x2 work-groups at 1.051, 32x2 at
-    # 1.000, reached at evaluation 58 after five reshape moves). 8 was shaped on seeds
-    # 130000-130019 and judged on 131000-131039 (BENCHMARKS.md, "Reshape moves that wait").
-    reshape_patience: int = 8
+    # like the other neighbours until one pays again (0: always first). Aimed at convolution
+    # W7800's searches that end one knob from the optimum (128x2 work-groups at 1.051, 32x2 at
+    # 1.000) while each new best point's reshape moves go first. 8 gained on the seeds it was
+    # shaped on (130000-130019: 4 searches within 5% at 50 that the default missed, none the
+    # other way) and lost on fresh ones (131000-131019: 0 against 5, three on GEMM RTX 3090);
+    # not the default (BENCHMARKS.md, "Reshape moves that wait").
+    reshape_patience: int = 0
     # One-knob moves of the best point that break a rule, retried with a two-valued knob the
     # rules tie to the moved knob flipped (dedispersion MI250X: tile_size_x 2 -> 1 is invalid
     # with tile_stride_x = 1, and both moved at once leave a trap at 1.35 for 1.02). Where the

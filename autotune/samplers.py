@@ -801,31 +801,21 @@ class GPSampler(optuna.samplers.BaseSampler):
         patience = self.options.reshape_patience
         if not patience:
             return False
-        self._halve_tables()
         best: tuple[float, Point] | None = None
+        moves: set[Point] = set()  # the reshape moves of `best`, listed again when it changes
         misses = 0
         for point, value in self.visited.items():
-            if best is not None and self._is_reshape(best[1], point):
+            if point in moves:
+                assert best is not None
                 gained = value is not None and value < best[0] * (1.0 - self.options.stall_gain)
                 misses = 0 if gained else misses + 1
             if value is not None and (best is None or value < best[0]):
                 best = (value, point)
+                moves = set(self._reshape_moves(point))
         return misses >= patience
 
-    def _is_reshape(self, centre: Point, point: Point) -> bool:
-        halves = self._halves
-        assert halves is not None
-        changed = [k for k, (a, b) in enumerate(zip(centre, point, strict=True)) if a != b]
-        if len(changed) != 2 or not all(k in halves for k in changed):
-            return False
-
-        def moved(up: int, down: int) -> bool:
-            return halves[up][centre[up]][0] == point[up] and halves[down][centre[down]][1] == point[down]
-
-        return moved(*changed) or moved(*reversed(changed))
-
-    def _halve_tables(self) -> None:
-        """Per numeric knob of three values or more, each value's index doubled and halved."""
+    def _reshape_moves(self, centre: Point) -> list[Point]:
+        """Points with one numeric knob's value doubled and another's halved, usable or not."""
         if self._halves is None:
             self._halves = {}
             for knob, values in enumerate(self.values):
@@ -834,21 +824,18 @@ class GPSampler(optuna.samplers.BaseSampler):
                     continue
                 where = {v: i for i, v in enumerate(values)}
                 self._halves[knob] = [(where.get(v * 2), where.get(v / 2)) for v in values]
-
-    def _reshaped(self, centre: Point) -> list[Point]:
-        """Usable points with one numeric knob's value doubled and another's halved
-        (`reshape_moves`)."""
-        self._halve_tables()
-        assert self._halves is not None
         found = []
         for up, down in itertools.permutations(self._halves, 2):
             doubled, halved = self._halves[up][centre[up]][0], self._halves[down][centre[down]][1]
             if doubled is not None and halved is not None:
                 point = list(centre)
                 point[up], point[down] = doubled, halved
-                if self._usable(tuple(point)):
-                    found.append(tuple(point))
+                found.append(tuple(point))
         return found
+
+    def _reshaped(self, centre: Point) -> list[Point]:
+        """Usable reshape moves of `centre` (`reshape_moves`)."""
+        return [p for p in self._reshape_moves(centre) if self._usable(p)]
 
     def _features(self, points: list[Point]) -> np.ndarray:
         """The surrogate's view of points: each knob's value index scaled to [0, 1], and,

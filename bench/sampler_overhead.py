@@ -3,7 +3,7 @@
 
     python bench/sampler_overhead.py [--landscapes ../shared/landscapes/*.json.gz]
                                      [--samplers gp] [--points 50,200,1000] [--asks 10]
-                                     [--seed 0] [--gp SETTINGS] [--spaces]
+                                     [--seed 0] [--gp SETTINGS] [--spaces [--families conv2d,separable]]
 
 With `--spaces`, the family spaces a real search asks in instead of the landscapes:
 conv2d at F = 3, 9 and 33 and separable rank 1 at F = 9 (4096x4096 'valid' float32), with
@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gp", default="", help="gp settings, key=value,... (autotune.search.SearchOptions)")
     parser.add_argument("--spaces", action="store_true", help="the family spaces a real search asks in")
+    parser.add_argument("--families", default="conv2d,separable", help="with --spaces: which families")
     args = parser.parse_args()
     if args.spaces:
         return spaces(args)
@@ -162,6 +163,7 @@ def spaces(args: argparse.Namespace) -> int:
     device = dataclasses.replace(device_info(0), **H200_LIMITS)
     cases = [(CONV2D, Conv2DProblem(width, 4096, 4096), f"F = {width}") for width in (3, 9, 33)]
     cases.append((SEPARABLE, SeparableProblem(9, 1, 4096, 4096, "float32"), "F = 9, rank 1"))
+    cases = [case for case in cases if case[0].name in args.families.split(",")]
     print(f"seconds per ask (CPU), median / largest of {args.asks} asks after N measured points, H200 limits")
     print(f"{'; gp: ' + options.describe() if options.describe() else ''}\n")
     print(f"| space | problem | {' | '.join(f'N = {n}' for n in counts)} |")

@@ -450,6 +450,7 @@ class GPSampler(optuna.samplers.BaseSampler):
             acquisition=acquisition,
             failures=self.options.failures,
             failure_quantile=self.options.failure_quantile,
+            targets=self.options.targets,
             offset_columns=offsets,
             beyond=beyond,
             rng=np.random.default_rng(self.random.getrandbits(32)) if acquisition == "sample" else None,
@@ -480,6 +481,7 @@ class GPSampler(optuna.samplers.BaseSampler):
                 acquisition="mean",
                 failures=self.options.failures,
                 failure_quantile=self.options.failure_quantile,
+                targets=self.options.targets,
                 offset_columns=offsets,
                 warm=self._warm_start("choice", offsets, len(earlier)),
             )

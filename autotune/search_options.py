@@ -138,6 +138,11 @@ class SearchOptions:
     # (bench/results/gp_failure_model.md).
     failures: str = "worst"
     failure_quantile: float = 0.9
+    # What the time model fits: "log" (log times) or "ranks" (each measured time's rank as a
+    # standard normal quantile, `surrogate.normal_scores`): a model of the order alone, which
+    # a few points many times slower than the rest cannot flatten near the best. With
+    # "ranks", `local_reach` (a limit in log time) has no meaning.
+    targets: str = "log"
     # Measured and not made the default (bench/results/gp_study_2026-12-04.md). A trust
     # region after TuRBO, in knobs (0: off): the global step, while the search is not
     # stalled, takes only points within this many knobs of the best point (spaces too large
@@ -240,6 +245,8 @@ class SearchOptions:
             raise UsageError(f"enumerations must be ordinal or categorical, not {self.enumerations!r}")
         if self.failures not in ("worst", "model", "kernel", "quantile"):
             raise UsageError(f"failures must be worst, model, kernel or quantile, not {self.failures!r}")
+        if self.targets not in ("log", "ranks"):
+            raise UsageError(f"targets must be log or ranks, not {self.targets!r}")
         if not 0.0 <= self.failure_quantile <= 1.0:
             raise UsageError("failure_quantile must be between 0 and 1")
         if self.local_radius < 1:

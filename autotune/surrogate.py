@@ -331,6 +331,17 @@ def propose(
     return int(ranking(measured, values, candidates, pending, acquisition, failures, failure_quantile)[0])
 
 
+def normal_scores(values: np.ndarray) -> np.ndarray:
+    """Each value's rank as a standard normal quantile (ties share their mean rank): a
+    model of these sees the order of the times and not how far apart they are, so a few
+    points many times slower than the rest do not flatten the differences near the best."""
+    from scipy.stats import norm, rankdata
+
+    if len(values) < 2:
+        return np.zeros(len(values))
+    return norm.ppf((rankdata(values) - 0.5) / len(values))
+
+
 def ranking(
     measured: np.ndarray,
     values: list[float | None],
@@ -343,6 +354,7 @@ def ranking(
     beyond: float | None = None,
     rng: np.random.Generator | None = None,
     warm: WarmStart | None = None,
+    targets: str = "log",
 ) -> np.ndarray:
     """Indices into `candidates`, best first: by the highest expected improvement ("ei"),
     the lowest predicted time ("mean"), or the lowest time in one draw of the model
@@ -359,7 +371,9 @@ def ranking(
     that weights the choice, candidates below `LIKELY` ranked after all others. The last
     `offset_columns` columns of the points are value indices (`GaussianProcess`).
     Candidates whose predicted log time is above `beyond` are left out of the order.
-    The time model's fit starts from `warm` (`WarmStart`) where given.
+    The time model's fit starts from `warm` (`WarmStart`) where given. `targets`
+    (`SearchOptions.targets`): the model fits log times ("log") or their normal scores
+    ("ranks", `normal_scores`).
     """
     logs = [math.log(v) for v in values if v is not None]
     success: SuccessModel | KernelSuccess | None = None
@@ -376,6 +390,10 @@ def ranking(
         else:
             fill = max(logs) if logs else 0.0
         y = np.array([math.log(v) if v is not None else fill for v in values])
+    if targets == "ranks":
+        y = normal_scores(y)
+    elif targets != "log":
+        raise ValueError(f"unknown targets {targets!r} (log or ranks)")
     model = GaussianProcess(measured, y, offset_columns=offset_columns, warm=warm)
     best = float(model.y.min())
     if pending is not None and len(pending):

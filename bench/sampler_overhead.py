@@ -134,16 +134,19 @@ def family_search(
     search = Search(
         family.space, "gp", seed, valid=valid, violations=violations, options=options, live_values=live
     )
-    known: dict[str, dict] = {}
-    while len(known) < history:
-        if len(known) < RANDOM_HISTORY:  # from the live values, as a search draws its start points
+    names = sorted(live)
+    known: set[str] = set()
+    told: list[dict] = []
+    while len(told) < history:
+        if len(told) < RANDOM_HISTORY:  # from the live values, as a search draws its start points
             config = {name: rng.choice(values) for name, values in live.items()}
         else:  # one or two knobs of a known point moved, as a search's later steps go
-            config = dict(rng.choice(list(known.values())))
-            for name in rng.sample(sorted(live), rng.choice((1, 2))):
+            config = dict(rng.choice(told))
+            for name in rng.sample(names, rng.choice((1, 2))):
                 config[name] = rng.choice(live[name])
         if str(config) not in known and valid(config):
-            known[str(config)] = config
+            known.add(str(config))
+            told.append(config)
             search.add_history(config, rng.lognormvariate(0.0, 0.5))
     return search, rng
 
@@ -164,6 +167,9 @@ def spaces(args: argparse.Namespace) -> int:
     cases = [(CONV2D, Conv2DProblem(width, 4096, 4096), f"F = {width}") for width in (3, 9, 33)]
     cases.append((SEPARABLE, SeparableProblem(9, 1, 4096, 4096, "float32"), "F = 9, rank 1"))
     cases = [case for case in cases if case[0].name in args.families.split(",")]
+    if not cases:
+        print(f"--families: none of {args.families!r} (conv2d, separable)", file=sys.stderr)
+        return 2
     print(f"seconds per ask (CPU), median / largest of {args.asks} asks after N measured points, H200 limits")
     print(f"{'; gp: ' + options.describe() if options.describe() else ''}\n")
     print(f"| space | problem | {' | '.join(f'N = {n}' for n in counts)} |")
